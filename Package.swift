@@ -1,0 +1,88 @@
+// swift-tools-version:6.0
+//
+// smart-bff: a SMART-on-FHIR backend-for-frontend.
+//
+// Layers point one way (nothing imports upward):
+//   BFFServer → BFF → {HTTPCore, HTTPClient, SMART, JWTVerification, Sessions, PostgresStore, Cryptography}
+//   SMART → {JWTVerification, HTTPClient, Cryptography}; JWTVerification → Cryptography → COpenSSL
+//   PostgresStore → {Sessions, Cryptography, CLibPQ}; HTTPClient → CCurl; Sandbox → {HTTPCore, JWTVerification}
+// Dependencies: swift-argument-parser (the ecosystem's command-line parser) and swift-log
+// (the ecosystem's logging API). Everything else is our own code over libc, libpq, OpenSSL and libcurl.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "smart-bff",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "smart-bff", targets: ["BFFServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
+
+        .systemLibrary(name: "CLinux"),
+        .target(name: "JSON", swiftSettings: swiftSettings),
+        .target(name: "HTTPCore",
+                dependencies: ["JSON", "CLinux", .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .target(name: "HTTPClient",
+                dependencies: ["CCurl"],
+                swiftSettings: swiftSettings),
+        .target(name: "Cryptography",
+                dependencies: ["COpenSSL"],
+                swiftSettings: swiftSettings),
+        .target(name: "JWTVerification",
+                dependencies: ["Cryptography", "JSON"],
+                swiftSettings: swiftSettings),
+        .target(name: "Sessions",
+                dependencies: ["Cryptography"],
+                swiftSettings: swiftSettings),
+        .target(name: "PostgresStore",
+                dependencies: ["CLibPQ", "Sessions", "Cryptography",
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .target(name: "SMART",
+                dependencies: ["JWTVerification", "HTTPClient", "Cryptography", "JSON"],
+                swiftSettings: swiftSettings),
+        .target(name: "Sandbox",
+                dependencies: ["HTTPCore", "JWTVerification", "Cryptography", "JSON",
+                               .product(name: "Logging", package: "swift-log")],
+                resources: [.copy("Data")],
+                swiftSettings: swiftSettings),
+        .target(name: "BFF",
+                dependencies: ["HTTPCore", "HTTPClient", "SMART", "JWTVerification", "Sessions",
+                               "PostgresStore", "Cryptography", "JSON",
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "BFFServer",
+                          dependencies: ["BFF", "Sandbox", "HTTPCore", "PostgresStore",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                         .product(name: "Logging", package: "swift-log")],
+                          swiftSettings: swiftSettings),
+        .target(name: "BFFTesting",
+                dependencies: ["HTTPCore", "PostgresStore", .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "BFFTesting"],
+                    resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+        .testTarget(name: "CryptographyTests", dependencies: ["Cryptography"],
+                    resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+        .testTarget(name: "JWTVerificationTests", dependencies: ["JWTVerification", "Cryptography"],
+                    resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+        .testTarget(name: "PostgresStoreTests", dependencies: ["PostgresStore", "Sessions", "Cryptography", "BFFTesting"],
+                    swiftSettings: swiftSettings),
+        .testTarget(name: "BFFTests", dependencies: ["BFF", "Sandbox", "HTTPCore", "HTTPClient", "BFFTesting", "PostgresStore", "SMART"],
+                    swiftSettings: swiftSettings),
+    ]
+)

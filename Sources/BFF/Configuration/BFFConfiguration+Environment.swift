@@ -1,0 +1,122 @@
+import Foundation
+import JSON
+
+extension BFFConfiguration {
+    /// Reads the configuration from environment variables (see CONTRACT.md):
+    /// - `BFF_LISTEN` (host:port, default `127.0.0.1:8080`)
+    /// - `BFF_PUBLIC_URL` (default `http://` + `BFF_LISTEN`)
+    /// - `DATABASE_URL` (required)
+    /// - `BFF_ISSUERS_FILE` (required; JSON array of registrations)
+    /// - `BFF_TOKEN_KEY` (required; base64 of 32 bytes)
+    /// - `BFF_RETURN_ORIGINS` (comma-separated; default the origin of `BFF_PUBLIC_URL`)
+    /// - `BFF_SESSION_TTL` (seconds, default 28800)
+    /// - `BFF_LOG_LEVEL` (`debug`, `info`, `warning`, `error`; default `info`)
+    /// - `BFF_COOKIE_SAMESITE` (`lax` or `none`; default `lax`)
+    /// - `BFF_AUDIT_RETENTION_DAYS` (default 2190)
+    /// Every problem is collected and reported together, one line each, naming the variable.
+    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment,
+                                       readFile: (String) throws -> [UInt8] = { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) })
+        throws(ConfigurationError) -> BFFConfiguration {
+        var problems: [String] = []
+        func value(_ name: String) -> String? {
+            guard let v = env[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            return v
+        }
+        func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) -> Int {
+            guard let text = value(name) else { return fallback }
+            guard let n = Int(text), range.contains(n) else {
+                problems.append("\(name): expected a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
+                return fallback
+            }
+            return n
+        }
+
+        let listen = value("BFF_LISTEN") ?? "127.0.0.1:8080"
+        var host = "127.0.0.1", port = 8080
+        if let parsed = parseListen(listen) { (host, port) = parsed } else {
+            problems.append("BFF_LISTEN: expected host:port (e.g. 127.0.0.1:8080), got \"\(listen)\"")
+        }
+        var publicURL = value("BFF_PUBLIC_URL") ?? "http://\(listen)"
+        while publicURL.hasSuffix("/") { publicURL.removeLast() }
+        let publicOrigin = origin(of: publicURL)
+        if publicOrigin == nil { problems.append("BFF_PUBLIC_URL: expected an absolute http(s) URL, got \"\(publicURL)\"") }
+
+        let databaseURL = value("DATABASE_URL")
+        if databaseURL == nil { problems.append("DATABASE_URL: required (a libpq connection string or URI)") }
+
+        var issuers: [IssuerRegistration] = []
+        if let path = value("BFF_ISSUERS_FILE") {
+            do { issuers = try IssuersFile.parse(try readFile(path)) } catch let error as IssuersFile.Problem {
+                problems.append("BFF_ISSUERS_FILE: \(error.message)")
+            } catch {
+                problems.append("BFF_ISSUERS_FILE: cannot read \(path)")
+            }
+        } else {
+            problems.append("BFF_ISSUERS_FILE: required (a JSON file of registered EHRs)")
+        }
+
+        var tokenKey: [UInt8] = []
+        if let text = value("BFF_TOKEN_KEY") {
+            if let bytes = Data(base64Encoded: text), bytes.count == 32 { tokenKey = Array(bytes) } else {
+                problems.append("BFF_TOKEN_KEY: expected base64 of exactly 32 random bytes (e.g. `openssl rand -base64 32`)")
+            }
+        } else {
+            problems.append("BFF_TOKEN_KEY: required (base64 of 32 random bytes, e.g. `openssl rand -base64 32`)")
+        }
+
+        var returnOrigins = publicOrigin.map { [$0] } ?? []
+        if let list = value("BFF_RETURN_ORIGINS") {
+            returnOrigins = []
+            for item in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+                if let o = origin(of: item), o == item.lowercased() || o + "/" == item.lowercased() { returnOrigins.append(o) }
+                else if isCustomScheme(item) { returnOrigins.append(item.lowercased()) }
+                else { problems.append("BFF_RETURN_ORIGINS: \"\(item)\" is neither an origin (https://host[:port]) nor a custom scheme (myapp:)") }
+            }
+        }
+
+        let sessionTTL = integer("BFF_SESSION_TTL", default: 28_800, range: 60...2_592_000)
+        let logLevel = value("BFF_LOG_LEVEL")?.lowercased() ?? "info"
+        if !["debug", "info", "warning", "error"].contains(logLevel) {
+            problems.append("BFF_LOG_LEVEL: expected debug, info, warning or error, got \"\(logLevel)\"")
+        }
+        let sameSiteText = value("BFF_COOKIE_SAMESITE")?.lowercased() ?? "lax"
+        let sameSite = SameSite(rawValue: sameSiteText)
+        if sameSite == nil { problems.append("BFF_COOKIE_SAMESITE: expected lax or none, got \"\(sameSiteText)\"") }
+        if sameSite == SameSite.none, !publicURL.lowercased().hasPrefix("https://") {
+            problems.append("BFF_COOKIE_SAMESITE: none needs an https BFF_PUBLIC_URL (browsers require Secure)")
+        }
+        let retention = integer("BFF_AUDIT_RETENTION_DAYS", default: 2190, range: 1...36_500)
+
+        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
+        return BFFConfiguration(listenHost: host, listenPort: port, publicURL: publicURL,
+                                databaseURL: Secret(databaseURL!), issuers: issuers, tokenKey: Secret(tokenKey),
+                                returnOrigins: returnOrigins, sessionTTL: sessionTTL, logLevel: logLevel,
+                                cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention)
+    }
+
+    static func parseListen(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        return (host, port)
+    }
+
+    /// `scheme://host[:port]` in lower case, or nil when `url` is not absolute http(s).
+    public static func origin(of url: String) -> String? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = components.host?.lowercased(), !host.isEmpty,
+              components.user == nil, components.password == nil else { return nil }
+        let port = components.port.map { ":\($0)" } ?? ""
+        return "\(scheme)://\(host)\(port)"
+    }
+
+    /// `myapp:` style custom schemes (RFC 8252 §7.1 private-use schemes).
+    static func isCustomScheme(_ text: String) -> Bool {
+        guard text.hasSuffix(":"), text.count > 1 else { return false }
+        let scheme = text.dropLast().lowercased()
+        guard let first = scheme.first, first.isLetter, scheme != "http", scheme != "https",
+              scheme != "javascript", scheme != "data", scheme != "file", scheme != "vbscript" else { return false }
+        return scheme.allSatisfy { $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }
+    }
+}

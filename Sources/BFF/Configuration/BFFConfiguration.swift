@@ -1,0 +1,59 @@
+import Foundation
+
+/// Everything smart-bff is configured with. Read it with `BFFConfiguration.fromEnvironment`,
+/// which validates every variable and reports every problem at once.
+public struct BFFConfiguration: Sendable {
+    public enum SameSite: String, Sendable { case lax, none }
+
+    /// `BFF_LISTEN`: host to bind.
+    public var listenHost: String
+    /// `BFF_LISTEN`: port to bind.
+    public var listenPort: Int
+    /// `BFF_PUBLIC_URL` without a trailing slash; the redirect URI is `publicURL + "/callback"`.
+    public var publicURL: String
+    /// `DATABASE_URL`: a libpq connection string or URI.
+    public var databaseURL: Secret<String>
+    /// `BFF_ISSUERS_FILE`, parsed.
+    public var issuers: [IssuerRegistration]
+    /// `BFF_TOKEN_KEY`: 32 bytes for AES-256-GCM.
+    public var tokenKey: Secret<[UInt8]>
+    /// `BFF_RETURN_ORIGINS`: origins (`https://app.example`) and custom schemes (`myapp:`).
+    public var returnOrigins: [String]
+    /// `BFF_SESSION_TTL`, seconds.
+    public var sessionTTL: Int
+    /// `BFF_LOG_LEVEL`.
+    public var logLevel: String
+    /// `BFF_COOKIE_SAMESITE`.
+    public var cookieSameSite: SameSite
+    /// `BFF_AUDIT_RETENTION_DAYS`.
+    public var auditRetentionDays: Int
+
+    /// Whether the public URL is https (then cookies are `Secure` and `__Host-` prefixed).
+    public var isSecure: Bool { publicURL.lowercased().hasPrefix("https://") }
+
+    /// The OAuth redirect URI.
+    public var redirectURI: String { publicURL + "/callback" }
+
+    public init(listenHost: String, listenPort: Int, publicURL: String, databaseURL: Secret<String>,
+                issuers: [IssuerRegistration], tokenKey: Secret<[UInt8]>, returnOrigins: [String],
+                sessionTTL: Int = 28_800, logLevel: String = "info", cookieSameSite: SameSite = .lax,
+                auditRetentionDays: Int = 2190) {
+        self.listenHost = listenHost
+        self.listenPort = listenPort
+        self.publicURL = publicURL
+        self.databaseURL = databaseURL
+        self.issuers = issuers
+        self.tokenKey = tokenKey
+        self.returnOrigins = returnOrigins
+        self.sessionTTL = sessionTTL
+        self.logLevel = logLevel
+        self.cookieSameSite = cookieSameSite
+        self.auditRetentionDays = auditRetentionDays
+    }
+}
+
+/// Why the configuration was refused: one line per problem, each naming its variable.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let problems: [String]
+    public var description: String { problems.joined(separator: "\n") }
+}

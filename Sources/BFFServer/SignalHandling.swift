@@ -1,0 +1,37 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Waits for SIGTERM or SIGINT, the signals that start a graceful shutdown.
+enum SignalHandling {
+    static func waitForTermination() async {
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let queue = DispatchQueue(label: "signals")
+            let once = Once()
+            var sources: [DispatchSourceSignal] = []
+            for sig in [SIGTERM, SIGINT] {
+                let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+                source.setEventHandler {
+                    if once.fire() {
+                        for s in sources { s.cancel() }
+                        done.resume()
+                    }
+                }
+                source.resume()
+                sources.append(source)
+            }
+        }
+    }
+}
+
+import Synchronization
+
+/// True exactly once.
+final class Once: Sendable {
+    private let fired = Atomic<Bool>(false)
+    func fire() -> Bool { !fired.exchange(true, ordering: .relaxed) }
+}

@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// The `smart-bff` command.
+@main
+struct SmartBFF: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "smart-bff",
+        abstract: "A SMART-on-FHIR backend-for-frontend: it holds the OAuth tokens so front ends never do.",
+        version: "0.1.0",
+        subcommands: [ServeCommand.self]
+    )
+}

@@ -1,0 +1,53 @@
+/// An ordered list of HTTP header fields. Names compare case-insensitively; order and
+/// repeated fields are preserved, as RFC 9110 §5.3 requires.
+public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
+    public typealias Element = (name: String, value: String)
+    private var fields: [Element] = []
+
+    public init() {}
+    public init(_ fields: [(String, String)]) { self.fields = fields.map { (name: $0.0, value: $0.1) } }
+    public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
+
+    public var count: Int { fields.count }
+    public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
+
+    /// The first value of the field `name`, or nil.
+    public subscript(name: String) -> String? {
+        fields.first { $0.name.equalsIgnoringASCIICase(name) }?.value
+    }
+
+    /// Every value of the field `name`, in order.
+    public func values(for name: String) -> [String] {
+        fields.filter { $0.name.equalsIgnoringASCIICase(name) }.map(\.value)
+    }
+
+    public func contains(_ name: String) -> Bool { self[name] != nil }
+
+    /// Appends a field, keeping any existing ones of the same name.
+    public mutating func add(_ name: String, _ value: String) { fields.append((name: name, value: value)) }
+
+    /// Replaces every field `name` with one field holding `value`.
+    public mutating func replace(_ name: String, _ value: String) {
+        remove(name)
+        fields.append((name: name, value: value))
+    }
+
+    public mutating func remove(_ name: String) {
+        fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }
+    }
+}
+
+extension String {
+    /// ASCII case-insensitive comparison, as HTTP field names and tokens need.
+    @inlinable
+    public func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        let a = self.utf8, b = other.utf8
+        guard a.count == b.count else { return false }
+        for (x, y) in zip(a, b) where x != y {
+            let lx = (x >= 65 && x <= 90) ? x | 0x20 : x
+            let ly = (y >= 65 && y <= 90) ? y | 0x20 : y
+            if lx != ly { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,77 @@
+extension RequestParser {
+    enum ChunkSizeResult {
+        case needMore
+        case failure(ParseError)
+        case size(Int, consumed: Int)
+    }
+
+    enum TrailerResult {
+        case needMore
+        case failure(ParseError)
+        case line(consumed: Int)
+        case end(consumed: Int)
+    }
+
+    static let maxChunkSizeLine = 1024
+
+    /// Parses `chunk-size [chunk-ext] CRLF` (RFC 9112 §7.1).
+    func parseChunkSize(_ b: UnsafeBufferPointer<UInt8>) -> ChunkSizeResult {
+        guard let lf = find(LF, in: b, from: 0, limit: RequestParser.maxChunkSizeLine) else {
+            if b.count >= RequestParser.maxChunkSizeLine { return .failure(.bad("chunk size line too long")) }
+            for k in 0..<b.count where b[k] == CR && k + 1 < b.count { return .failure(.bad("bare CR in chunk size")) }
+            return .needMore
+        }
+        guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in chunk size")) }
+        var k = 0
+        var size = 0
+        while k < lf - 1, let digit = RequestParser.hexValue(b[k]) {
+            guard k < 15 else { return .failure(.bad("chunk size too large")) }
+            size = size << 4 | Int(digit)
+            k += 1
+        }
+        guard k > 0 else { return .failure(.bad("malformed chunk size")) }
+        // Extensions are ignored, but their bytes must be well-formed: BWS ";" ...
+        if k < lf - 1 {
+            var j = k
+            while j < lf - 1, b[j] == SP || b[j] == HT { j += 1 }
+            guard j < lf - 1, b[j] == UInt8(ascii: ";") else { return .failure(.bad("malformed chunk extension")) }
+            while j < lf - 1 {
+                guard ByteClass.fieldValue[Int(b[j])] else { return .failure(.bad("control byte in chunk extension")) }
+                j += 1
+            }
+        }
+        return .size(size, consumed: lf + 1)
+    }
+
+    /// Parses one trailer field line, or the empty line that ends the message.
+    func parseTrailerLine(_ b: UnsafeBufferPointer<UInt8>, count: Int, size: Int) -> TrailerResult {
+        if b.count >= 2, b[0] == CR, b[1] == LF { return .end(consumed: 2) }
+        if b.count >= 1, b[0] == LF { return .failure(.bad("bare LF in trailer")) }
+        if b.count >= 2, b[0] == CR { return .failure(.bad("bare CR in trailer")) }
+        if b.count >= 1, b[0] == SP || b[0] == HT { return .failure(.bad("obs-fold in trailer")) }
+        guard let lf = find(LF, in: b, from: 0, limit: limits.maxHeaderBytes - size + 1) else {
+            if size + b.count > limits.maxHeaderBytes { return .failure(ParseError(.headerFieldsTooLarge, "trailers too large")) }
+            return .needMore
+        }
+        guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in trailer")) }
+        var k = 0
+        while k < lf - 1, ByteClass.token[Int(b[k])] { k += 1 }
+        guard k > 0, k < lf - 1, b[k] == UInt8(ascii: ":") else { return .failure(.bad("malformed trailer field")) }
+        k += 1
+        while k < lf - 1 {
+            guard ByteClass.fieldValue[Int(b[k])] else { return .failure(.bad("control byte in trailer")) }
+            k += 1
+        }
+        if count + 1 > limits.maxHeaderCount { return .failure(ParseError(.headerFieldsTooLarge, "too many trailer fields")) }
+        return .line(consumed: lf + 1)
+    }
+
+    static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x41 + 10
+        case 0x61...0x66: return c - 0x61 + 10
+        default: return nil
+        }
+    }
+}

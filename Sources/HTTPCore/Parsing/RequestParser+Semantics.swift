@@ -1,0 +1,125 @@
+extension RequestParser {
+    /// Applies RFC 9112's message rules to a parsed head and decides how the body is framed.
+    func interpret(line: (method: String, target: String, version: HTTPVersion), headers: HTTPHeaders,
+                   consumed: Int) -> HeadResult {
+        if line.method == "CONNECT" { return .failure(ParseError(.notImplemented, "CONNECT is not supported")) }
+        if line.method == "PRI" { return .failure(ParseError(.httpVersionNotSupported, "HTTP/2 is not supported")) }
+        if headers.contains("Upgrade") { return .failure(.bad("protocol upgrade is not supported")) }
+
+        // Host (RFC 9112 §3.2).
+        let hosts = headers.values(for: "Host")
+        if hosts.count > 1 { return .failure(.bad("more than one Host")) }
+        if line.version == .http11, hosts.isEmpty { return .failure(.bad("missing Host")) }
+        if let host = hosts.first, !host.utf8.allSatisfy({ ByteClass.host[Int($0)] }) {
+            return .failure(.bad("invalid Host"))
+        }
+
+        // Request target form (RFC 9112 §3.2).
+        let target: String
+        switch normalizeTarget(line.target, method: line.method, host: hosts.first) {
+        case let .success(t): target = t
+        case let .failure(e): return .failure(e)
+        }
+
+        // Connection.
+        var keepAlive = line.version == .http11
+        for value in headers.values(for: "Connection") {
+            for token in value.split(separator: ",") {
+                let t = token.trimmingSpaces()
+                if String(t).equalsIgnoringASCIICase("close") { keepAlive = false }
+                if String(t).equalsIgnoringASCIICase("keep-alive"), line.version == .http10 { keepAlive = true }
+            }
+        }
+
+        // Expect.
+        var expectsContinue = false
+        if let expect = headers["Expect"] {
+            guard expect.equalsIgnoringASCIICase("100-continue") else {
+                return .failure(ParseError(HTTPStatus(code: 417, reason: "Expectation Failed"), "unsupported expectation"))
+            }
+            expectsContinue = true
+        }
+
+        // Body framing (RFC 9112 §6).
+        let codings = headers.values(for: "Transfer-Encoding")
+        let lengths = headers.values(for: "Content-Length")
+        var body: State = .head
+        if !codings.isEmpty {
+            if !lengths.isEmpty { return .failure(.bad("Content-Length with Transfer-Encoding")) }
+            if line.version == .http10 { return .failure(.bad("Transfer-Encoding in HTTP/1.0")) }
+            if let error = checkChunkedOnly(codings) { return .failure(error) }
+            body = .chunkSize
+        } else if !lengths.isEmpty {
+            switch contentLength(lengths) {
+            case let .failure(e): return .failure(e)
+            case let .success(length):
+                if length > limits.maxBodyBytes { return .failure(ParseError(.contentTooLarge, "body exceeds the limit")) }
+                if length > 0 { body = .fixedBody(remaining: length) }
+            }
+        }
+        if case .head = body { expectsContinue = false }
+
+        let request = ParsedRequest(method: line.method, target: target, version: line.version,
+                                    headers: headers, body: [], keepAlive: keepAlive)
+        return .head(request, consumed: consumed, body: body, expectsContinue: expectsContinue)
+    }
+
+    /// Reduces the target to origin-form; absolute-form is accepted only for our own Host.
+    private func normalizeTarget(_ target: String, method: String, host: String?) -> Result<String, ParseError> {
+        if target.hasPrefix("/") { return .success(target) }
+        if target == "*" {
+            return method == "OPTIONS" ? .success(target) : .failure(.bad("asterisk-form is only for OPTIONS"))
+        }
+        let lower = target.lowercased()
+        let schemeLength: Int
+        if lower.hasPrefix("http://") { schemeLength = 7 } else if lower.hasPrefix("https://") { schemeLength = 8 } else {
+            return .failure(.bad("invalid request target"))
+        }
+        let afterScheme = target.dropFirst(schemeLength)
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let authority = String(afterScheme[..<authorityEnd])
+        guard let host, authority.equalsIgnoringASCIICase(host), !authority.contains("@") else {
+            return .failure(.bad("absolute-form target for another host"))
+        }
+        let rest = afterScheme[authorityEnd...]
+        if rest.hasPrefix("#") { return .failure(.bad("fragment in request target")) }
+        return .success(rest.hasPrefix("/") ? String(rest) : "/" + rest)
+    }
+
+    /// Only a single `chunked` is supported; other codings are 501, malformed lists 400.
+    private func checkChunkedOnly(_ fields: [String]) -> ParseError? {
+        var codings: [Substring] = []
+        for field in fields {
+            for element in field.split(separator: ",", omittingEmptySubsequences: false) {
+                let coding = element.trimmingSpaces()
+                guard !coding.isEmpty, coding.utf8.allSatisfy({ ByteClass.token[Int($0)] }) else {
+                    return .bad("malformed Transfer-Encoding")
+                }
+                codings.append(coding)
+            }
+        }
+        guard codings.count == 1 else {
+            let allKnown = codings.allSatisfy { String($0).equalsIgnoringASCIICase("chunked") }
+            return allKnown ? .bad("chunked applied more than once") : ParseError(.notImplemented, "unsupported transfer coding")
+        }
+        guard String(codings[0]).equalsIgnoringASCIICase("chunked") else {
+            return ParseError(.notImplemented, "unsupported transfer coding")
+        }
+        return nil
+    }
+
+    /// Every Content-Length value must be the same run of digits.
+    private func contentLength(_ fields: [String]) -> Result<Int, ParseError> {
+        var length: Int?
+        for field in fields {
+            for element in field.split(separator: ",", omittingEmptySubsequences: false) {
+                let text = element.trimmingSpaces()
+                guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                      let value = Int(text) else { return .failure(.bad("malformed Content-Length")) }
+                if let length, length != value { return .failure(.bad("differing Content-Length values")) }
+                length = value
+            }
+        }
+        return .success(length ?? 0)
+    }
+}

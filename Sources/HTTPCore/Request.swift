@@ -1,0 +1,98 @@
+import Logging
+
+/// The HTTP version of a request.
+public enum HTTPVersion: Sendable, Equatable {
+    case http10
+    case http11
+
+    public var text: String { self == .http10 ? "HTTP/1.0" : "HTTP/1.1" }
+}
+
+/// A parsed HTTP request, as handlers see it.
+public struct Request: Sendable {
+    /// The method token, exactly as sent (methods are case-sensitive).
+    public var method: String
+    /// The request-target as sent (origin-form, or the path and query of an accepted absolute-form).
+    public var target: String
+    /// The path part of the target, still percent-encoded.
+    public var path: String
+    /// The query part of the target without `?`, still percent-encoded; nil when absent.
+    public var query: String?
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    /// Values bound by the route pattern (`:name` segments and the `*` tail as `"*"`).
+    public var pathParameters: [String: String] = [:]
+    /// A unique id for this request, also sent back as `X-Request-ID`.
+    public var id: String = ""
+    /// A logger carrying this request's metadata (`bff.request.id`).
+    public var logger: Logger
+    /// The peer address, for logs.
+    public var remoteAddress: String = ""
+    /// The matched route pattern (e.g. `/fhir/*`), for logs and metrics.
+    public var route: String?
+    /// When the application started on this request.
+    public var startedAt: ContinuousClock.Instant?
+
+    public init(method: String, target: String, version: HTTPVersion = .http11,
+                headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
+                logger: Logger = Logger(label: "smart-bff.http")) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.body = body
+        self.logger = logger
+        if let q = target.firstIndex(of: "?") {
+            path = String(target[..<q])
+            query = String(target[target.index(after: q)...])
+        } else {
+            path = target
+            query = nil
+        }
+    }
+
+    /// The query's `name=value` pairs, percent-decoded (`+` as space), in order.
+    /// Pairs that do not decode as UTF-8 are dropped.
+    public var queryItems: [(name: String, value: String)] {
+        guard let query, !query.isEmpty else { return [] }
+        return query.split(separator: "&", omittingEmptySubsequences: true).compactMap { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = PercentEncoding.decodeFormComponent(parts[0]) else { return nil }
+            let value = parts.count > 1 ? PercentEncoding.decodeFormComponent(parts[1]) : ""
+            guard let value else { return nil }
+            return (name: name, value: value)
+        }
+    }
+
+    /// The first value of the query parameter `name`.
+    public func queryParameter(_ name: String) -> String? {
+        queryItems.first { $0.name == name }?.value
+    }
+
+    /// Every value of the query parameter `name`.
+    public func queryParameters(_ name: String) -> [String] {
+        queryItems.filter { $0.name == name }.map(\.value)
+    }
+
+    /// The value of cookie `name` from the `Cookie` header fields.
+    public func cookie(_ name: String) -> String? {
+        for header in headers.values(for: "Cookie") {
+            for pair in header.split(separator: ";") {
+                let trimmed = pair.trimmingSpaces()
+                guard let eq = trimmed.firstIndex(of: "=") else { continue }
+                if trimmed[..<eq] == name { return String(trimmed[trimmed.index(after: eq)...]) }
+            }
+        }
+        return nil
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return s
+    }
+}

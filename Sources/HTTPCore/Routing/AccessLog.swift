@@ -1,0 +1,25 @@
+import Logging
+import Foundation
+
+/// Logs one line per request: request id, method, route pattern, status and duration.
+/// It never logs the query, headers or body, so no token, code, cookie or `Authorization`
+/// value can reach the log through it.
+public struct AccessLog: Middleware {
+    public init() {}
+
+    public func prepare(_ request: inout Request) throws -> Response? {
+        request.startedAt = ContinuousClock.now
+        return nil
+    }
+
+    public func finish(_ request: Request, _ response: inout Response) {
+        let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        request.logger.info("request", metadata: [
+            "http.method": .string(request.method),
+            "http.route": .string(request.route ?? "unmatched"),
+            "http.status": .stringConvertible(response.status.code),
+            "duration_ms": .string(String(format: "%.3f", ms)),
+        ])
+    }
+}

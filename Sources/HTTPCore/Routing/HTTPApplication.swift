@@ -1,0 +1,82 @@
+import Logging
+
+/// The router, the middleware chain and error mapping: what turns a `Request` into a
+/// `Response`. Errors become RFC 9457 problem responses: an `HTTPError` as it says, anything
+/// else a generic 500 whose details go only to the log.
+public struct HTTPApplication: Sendable {
+    /// A response that is ready now, or work that produces one.
+    public enum Outcome: Sendable {
+        case ready(Response)
+        case pending(@Sendable () async -> Response)
+    }
+
+    public let router: Router
+    public let middleware: [any Middleware]
+    public let logger: Logger
+
+    public init(router: Router, middleware: [any Middleware] = [], logger: Logger = Logger(label: "smart-bff.http")) {
+        self.router = router
+        self.middleware = middleware
+        self.logger = logger
+    }
+
+    /// Routes `request` through the middleware to its handler.
+    public func dispatch(_ incoming: Request) -> Outcome {
+        var request = incoming
+        request.id = RequestID.make(from: request.headers["X-Request-ID"])
+        request.logger = logger
+        request.logger[metadataKey: "bff.request.id"] = .string(request.id)
+        do {
+            for step in middleware {
+                if let early = try step.prepare(&request) { return .ready(finish(request, early)) }
+            }
+        } catch {
+            return .ready(finish(request, problem(for: error, request: request)))
+        }
+        switch router.match(method: request.method, path: request.path) {
+        case .notFound:
+            return .ready(finish(request, HTTPError(.notFound, detail: "No such endpoint.").response))
+        case let .methodNotAllowed(allowed):
+            let error = HTTPError(.methodNotAllowed, detail: "Allowed: \(allowed.joined(separator: ", ")).",
+                                  headers: ["Allow": allowed.joined(separator: ", ")])
+            return .ready(finish(request, error.response))
+        case let .found(handler, pattern, parameters):
+            request.pathParameters = parameters
+            request.route = pattern
+            switch handler {
+            case let .immediate(handle):
+                do { return .ready(finish(request, try handle(request))) } catch {
+                    return .ready(finish(request, problem(for: error, request: request)))
+                }
+            case let .async(handle):
+                let routed = request
+                return .pending {
+                    do { return finish(routed, try await handle(routed)) } catch {
+                        return finish(routed, problem(for: error, request: routed))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Convenience for tests: the response, whatever kind of route answers.
+    public func respond(to request: Request) async -> Response {
+        switch dispatch(request) {
+        case let .ready(response): return response
+        case let .pending(work): return await work()
+        }
+    }
+
+    private func finish(_ request: Request, _ response: Response) -> Response {
+        var response = response
+        for step in middleware.reversed() { step.finish(request, &response) }
+        response.headers.replace("X-Request-ID", request.id)
+        return response
+    }
+
+    private func problem(for error: any Error, request: Request) -> Response {
+        if let http = error as? HTTPError { return http.response }
+        request.logger.error("unhandled error", metadata: ["error.type": .string(String(describing: type(of: error)))])
+        return HTTPError(.internalServerError, detail: "The server could not complete the request.").response
+    }
+}

@@ -1,0 +1,13 @@
+/// A step around every request. Middleware is synchronous so that it can run on the I/O
+/// thread for immediate routes; asynchronous work belongs in handlers.
+public protocol Middleware: Sendable {
+    /// Runs before the handler, in order. Return a response to answer without the handler.
+    func prepare(_ request: inout Request) throws -> Response?
+    /// Runs after the handler (or an error's problem response), in reverse order.
+    func finish(_ request: Request, _ response: inout Response)
+}
+
+extension Middleware {
+    public func prepare(_ request: inout Request) throws -> Response? { nil }
+    public func finish(_ request: Request, _ response: inout Response) {}
+}

@@ -1,0 +1,108 @@
+/// An asynchronous request handler. It may suspend (database, upstream calls).
+public typealias Handler = @Sendable (Request) async throws -> Response
+
+/// A handler that answers at once, on the connection's I/O thread. It must never block or do
+/// I/O: use it only for trivial answers such as `/healthz`, where a task hop would cost more
+/// than the work.
+public typealias ImmediateHandler = @Sendable (Request) throws -> Response
+
+/// How a route answers.
+public enum RouteHandler: Sendable {
+    case async(Handler)
+    case immediate(ImmediateHandler)
+}
+
+/// A method + path-pattern table. Patterns are literal segments, `:name` parameters and a
+/// final `*` that takes the rest of the path (bound as `"*"`, possibly empty).
+/// `HEAD` falls back to the `GET` route (the server drops the body).
+public struct Router: Sendable {
+    struct Route: Sendable {
+        let method: String
+        let segments: [Segment]
+        let pattern: String
+        let handler: RouteHandler
+    }
+
+    enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+        case rest
+    }
+
+    /// The result of looking up a request.
+    public enum Match: Sendable {
+        case found(handler: RouteHandler, pattern: String, parameters: [String: String])
+        case methodNotAllowed(allowed: [String])
+        case notFound
+    }
+
+    private var routes: [Route] = []
+
+    public init() {}
+
+    /// Adds an asynchronous route.
+    public mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
+        add(method, pattern, .async(handler))
+    }
+
+    /// Adds a route answered immediately on the I/O thread (see `ImmediateHandler`).
+    public mutating func onImmediate(_ method: String, _ pattern: String, _ handler: @escaping ImmediateHandler) {
+        add(method, pattern, .immediate(handler))
+    }
+
+    public mutating func get(_ pattern: String, _ handler: @escaping Handler) { on("GET", pattern, handler) }
+    public mutating func post(_ pattern: String, _ handler: @escaping Handler) { on("POST", pattern, handler) }
+
+    private mutating func add(_ method: String, _ pattern: String, _ handler: RouteHandler) {
+        precondition(pattern.hasPrefix("/"), "route patterns start with /")
+        let parts = pattern.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        var segments: [Segment] = []
+        for (i, part) in parts.enumerated() {
+            if part == "*" {
+                precondition(i == parts.count - 1, "* must be the last segment")
+                segments.append(.rest)
+            } else if part.hasPrefix(":") {
+                segments.append(.parameter(String(part.dropFirst())))
+            } else {
+                segments.append(.literal(String(part)))
+            }
+        }
+        routes.append(Route(method: method, segments: segments, pattern: pattern, handler: handler))
+    }
+
+    /// Finds the route for `method` and the (still percent-encoded) `path`.
+    public func match(method: String, path: String) -> Match {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        var allowed: [String] = []
+        for route in routes {
+            guard let params = Router.bind(route.segments, to: parts) else { continue }
+            if route.method == method || (method == "HEAD" && route.method == "GET") {
+                if method == "HEAD", route.method == "GET",
+                   routes.contains(where: { $0.method == "HEAD" && $0.pattern == route.pattern }) { continue }
+                return .found(handler: route.handler, pattern: route.pattern, parameters: params)
+            }
+            allowed.append(route.method)
+            if route.method == "GET" { allowed.append("HEAD") }
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: Array(Set(allowed)).sorted())
+    }
+
+    private static func bind(_ segments: [Segment], to parts: ArraySlice<Substring>) -> [String: String]? {
+        var params: [String: String] = [:]
+        var index = parts.startIndex
+        for segment in segments {
+            switch segment {
+            case .rest:
+                params["*"] = parts[index...].joined(separator: "/")
+                return params
+            case let .literal(text):
+                guard index < parts.endIndex, parts[index] == text else { return nil }
+            case let .parameter(name):
+                guard index < parts.endIndex, !parts[index].isEmpty else { return nil }
+                params[name] = String(parts[index])
+            }
+            index += 1
+        }
+        return index == parts.endIndex ? params : nil
+    }
+}

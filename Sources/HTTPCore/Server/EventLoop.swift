@@ -1,0 +1,174 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import Foundation
+import Synchronization
+
+/// One I/O thread: an epoll set of non-blocking sockets, a queue of work posted from other
+/// threads (woken through an eventfd), and a coarse timer. Every `Connection` belongs to
+/// exactly one loop and is touched only on that loop's thread; other threads reach it only
+/// through `execute`. This keeps connection state free of locks, and one epoll set per core
+/// serves thousands of idle connections without a thread or a Dispatch source each.
+final class EventLoop: @unchecked Sendable {
+    // @unchecked: `connections`, `listener` and the timing fields are touched only on the
+    // loop thread; `pending` is guarded by its mutex; the descriptors are immutable.
+    let epollFD: Int32
+    private let wakeFD: Int32
+    private let pending = Mutex<[@Sendable () -> Void]>([])
+    private var connections: [Connection?] = []
+    private(set) var connectionCount = 0
+    private var running = true
+    private var listenerFD: Int32 = -1
+    private var thread: Thread?
+    private let stopped = DispatchSemaphore(value: 0)
+    unowned(unsafe) var server: HTTPServer!
+    /// The `Date` header value, refreshed once a second.
+    private(set) var dateHeader: [UInt8] = []
+    private var dateSecond = 0
+    /// Seconds on a monotonic clock, updated every loop turn.
+    private(set) var now: Double = 0
+    let scratch: UnsafeMutableRawBufferPointer
+
+    init() throws(SocketError) {
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else { throw .makeFailed("epoll_create1") }
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard wakeFD >= 0 else { throw .makeFailed("eventfd") }
+        scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        register(wakeFD, events: EPOLLIN.rawValue)
+        updateClock()
+    }
+
+    deinit {
+        scratch.deallocate()
+        close(wakeFD)
+        close(epollFD)
+    }
+
+    func start(name: String) {
+        let thread = Thread { [self] in run() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Runs `work` on the loop thread soon. Safe from any thread.
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        let wasEmpty = pending.withLock { queue in
+            queue.append(work)
+            return queue.count == 1
+        }
+        if wasEmpty {
+            var one: UInt64 = 1
+            _ = Glibc.write(wakeFD, &one, 8)
+        }
+    }
+
+    /// Waits until the loop thread has exited.
+    func waitUntilStopped() { stopped.wait() }
+
+    // MARK: Loop-thread API
+
+    func register(_ fd: Int32, events: UInt32) {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+    }
+
+    func modify(_ fd: Int32, events: UInt32) {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    func startAccepting(_ fd: Int32) {
+        listenerFD = fd
+        register(fd, events: EPOLLIN.rawValue | EPOLLEXCLUSIVE.rawValue)
+    }
+
+    func stopAccepting() {
+        guard listenerFD >= 0 else { return }
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, listenerFD, nil)
+        listenerFD = -1
+    }
+
+    func add(_ connection: Connection) {
+        let fd = Int(connection.fd)
+        if fd >= connections.count { connections.append(contentsOf: repeatElement(nil, count: fd - connections.count + 64)) }
+        connections[fd] = connection
+        connectionCount += 1
+        register(connection.fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+    }
+
+    /// Forgets a connection and closes its descriptor.
+    func remove(_ connection: Connection) {
+        let fd = Int(connection.fd)
+        guard fd < connections.count, connections[fd] === connection else { return }
+        connections[fd] = nil
+        connectionCount -= 1
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.fd, nil)
+        close(connection.fd)
+        server.connectionClosed()
+    }
+
+    func stop() { running = false }
+
+    /// Every live connection, for timeouts and shutdown.
+    func forEachConnection(_ body: (Connection) -> Void) {
+        for case let connection? in connections { body(connection) }
+    }
+
+    private func run() {
+        let capacity = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        var nextTick = now + 0.25
+        while running {
+            let timeout = Int32(max(0, min(250, (nextTick - now) * 1000)))
+            let n = epoll_wait(epollFD, events, Int32(capacity), timeout)
+            updateClock()
+            if n > 0 {
+                for k in 0..<Int(n) { handle(events[k]) }
+            }
+            if now >= nextTick {
+                server.tick(self)
+                nextTick = now + 0.25
+            }
+        }
+        forEachConnection { remove($0) }
+        stopped.signal()
+    }
+
+    private func handle(_ event: epoll_event) {
+        let fd = event.data.fd
+        if fd == wakeFD {
+            var value: UInt64 = 0
+            _ = Glibc.read(wakeFD, &value, 8)
+            let work = pending.withLock { queue in
+                let items = queue
+                queue.removeAll(keepingCapacity: true)
+                return items
+            }
+            for item in work { item() }
+        } else if fd == listenerFD {
+            server.acceptConnections(on: self, listener: fd)
+        } else if Int(fd) < connections.count, let connection = connections[Int(fd)] {
+            connection.handle(events: event.events)
+        }
+    }
+
+    private func updateClock() {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        now = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        let wall = time(nil)
+        if Int(wall) != dateSecond {
+            dateSecond = Int(wall)
+            dateHeader = Array(HTTPDate.format(wall).utf8)
+        }
+    }
+}

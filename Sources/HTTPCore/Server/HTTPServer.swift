@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import Synchronization
+
+/// smart-bff's HTTP/1.1 server: a listener shared by one `EventLoop` per core, each an epoll
+/// set of non-blocking connections. Handlers run as Swift tasks; no socket call ever blocks
+/// a thread of the cooperative pool.
+public final class HTTPServer: @unchecked Sendable {
+    // @unchecked: `loops`, `listenerFD` and `port` are written once in `start()` before any
+    // other thread sees them; the counters are atomics.
+    public let configuration: ServerConfiguration
+    let application: HTTPApplication
+    let logger: Logger
+    private var loops: [EventLoop] = []
+    private var listenerFD: Int32 = -1
+    /// The bound port (useful with port 0).
+    public private(set) var port = 0
+    let inFlight = Atomic<Int>(0)
+    private let openConnections = Atomic<Int>(0)
+    private let drainingFlag = Atomic<Bool>(false)
+    private let stopped = Mutex<Bool>(false)
+    private let stopSignal = DispatchSemaphore(value: 0)
+
+    public init(configuration: ServerConfiguration, application: HTTPApplication,
+                logger: Logger = Logger(label: "smart-bff.http")) {
+        self.configuration = configuration
+        self.application = application
+        self.logger = logger
+    }
+
+    /// Binds the listener and starts the I/O threads.
+    public func start() throws(SocketError) {
+        let (fd, boundPort) = try Socket.makeListener(host: configuration.host, port: configuration.port)
+        listenerFD = fd
+        port = boundPort
+        for index in 0..<configuration.eventLoops {
+            let loop = try EventLoop()
+            loop.server = self
+            loops.append(loop)
+            loop.startAccepting(fd)
+            loop.start(name: "http-io-\(index)")
+        }
+        logger.info("listening", metadata: ["http.host": .string(configuration.host), "http.port": .stringConvertible(port)])
+    }
+
+    /// True once shutdown has begun: no new connections; responses carry `Connection: close`.
+    var isDraining: Bool { drainingFlag.load(ordering: .relaxed) }
+
+    /// Open connections right now.
+    public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
+
+    /// Stops accepting, lets requests in flight finish within `gracePeriod`, closes idle
+    /// connections, then drops whatever is left and stops the I/O threads.
+    public func shutdown(gracePeriod: Duration = .seconds(10)) async {
+        guard !drainingFlag.exchange(true, ordering: .relaxed) else { await waitUntilStopped(); return }
+        logger.info("draining", metadata: ["http.connections": .stringConvertible(connectionCount)])
+        for loop in loops { loop.execute { loop.stopAccepting() } }
+        let deadline = ContinuousClock.now + gracePeriod
+        while connectionCount > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for loop in loops {
+            loop.execute {
+                loop.forEachConnection { $0.abort() }
+                loop.stop()
+            }
+        }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [loops] in
+                for loop in loops { loop.waitUntilStopped() }
+                done.resume()
+            }
+        }
+        Glibc.close(listenerFD)
+        logger.info("stopped")
+        stopped.withLock { $0 = true }
+        stopSignal.signal()
+    }
+
+    /// Suspends until `shutdown` has finished.
+    public func waitUntilStopped() async {
+        if stopped.withLock({ $0 }) { return }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [self] in
+                stopSignal.wait()
+                stopSignal.signal()
+                done.resume()
+            }
+        }
+    }
+
+    // MARK: Called by event loops
+
+    func acceptConnections(on loop: EventLoop, listener: Int32) {
+        for _ in 0..<64 {
+            guard !isDraining, let fd = Socket.accept(listener) else { return }
+            if openConnections.add(1, ordering: .relaxed).newValue > configuration.maxConnections {
+                openConnections.subtract(1, ordering: .relaxed)
+                HTTPServer.refuseOverCapacity(fd)
+                continue
+            }
+            loop.add(Connection(fd: fd, loop: loop, server: self))
+        }
+    }
+
+    func connectionClosed() {
+        openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    func tick(_ loop: EventLoop) {
+        let now = loop.now
+        let draining = isDraining
+        loop.forEachConnection { $0.checkTimeouts(now: now, configuration: configuration, draining: draining) }
+    }
+
+    /// Answers a connection beyond `maxConnections` with 503 and closes it, without
+    /// giving it any state.
+    private static func refuseOverCapacity(_ fd: Int32) {
+        overCapacityResponse.withUnsafeBytes { _ = Socket.write(fd, $0) }
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        Glibc.close(fd)
+    }
+
+    private static let overCapacityResponse: [UInt8] = {
+        let body = #"{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"Too many open connections."}"#
+        return Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\n"
+            + "Retry-After: 1\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body).utf8)
+    }()
+}

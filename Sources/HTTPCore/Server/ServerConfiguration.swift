@@ -1,0 +1,30 @@
+/// How the server listens and what it tolerates. Every default is safe for a public server.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind (`127.0.0.1`, `0.0.0.0`, `::`).
+    public var host = "127.0.0.1"
+    /// Port to bind; 0 picks a free one (see `HTTPServer.port`).
+    public var port = 8080
+    /// Request size limits.
+    public var limits = HTTPLimits()
+    /// Seconds a client has to send a whole request head (and then its body) once it started:
+    /// slow-loris protection. Default 10 s.
+    public var requestReadTimeout: Double = 10
+    /// Seconds an idle keep-alive connection stays open. Default 60 s.
+    public var idleTimeout: Double = 60
+    /// Seconds a response may stall with unsent bytes before the connection is dropped. Default 30 s.
+    public var writeTimeout: Double = 30
+    /// Requests served on one connection before it is closed. Default 10 000.
+    public var maxRequestsPerConnection = 10_000
+    /// Open connections at most; beyond it new ones get 503 and are closed. Default 10 000.
+    public var maxConnections = 10_000
+    /// I/O threads; default one per core.
+    public var eventLoops = max(1, System.coreCount)
+
+    public init() {}
+}
+
+import Foundation
+
+enum System {
+    static var coreCount: Int { ProcessInfo.processInfo.activeProcessorCount }
+}
