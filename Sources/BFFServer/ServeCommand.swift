@@ -19,6 +19,9 @@ struct ServeCommand: AsyncParsableCommand {
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.listenHost
         serverConfiguration.port = configuration.listenPort
+        if let threads = ProcessInfo.processInfo.environment["BFF_IO_THREADS"].flatMap(Int.init), threads > 0 {
+            serverConfiguration.eventLoops = threads
+        }
         let server = HTTPServer(configuration: serverConfiguration, application: app.makeHTTPApplication(), logger: logger)
         try server.start()
         await SignalHandling.waitForTermination()

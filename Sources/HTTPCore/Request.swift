@@ -25,8 +25,15 @@ public struct Request: Sendable {
     public var pathParameters: [String: String] = [:]
     /// A unique id for this request, also sent back as `X-Request-ID`.
     public var id: String = ""
-    /// A logger carrying this request's metadata (`bff.request.id`).
-    public var logger: Logger
+    /// The application's logger; `logger` adds this request's metadata to it.
+    public var baseLogger: Logger
+    /// A logger carrying this request's metadata (`bff.request.id`). Built on use, so
+    /// requests that never log do not pay for it.
+    public var logger: Logger {
+        var l = baseLogger
+        l[metadataKey: "bff.request.id"] = .string(id)
+        return l
+    }
     /// The peer address, for logs.
     public var remoteAddress: String = ""
     /// The matched route pattern (e.g. `/fhir/*`), for logs and metrics.
@@ -42,10 +49,10 @@ public struct Request: Sendable {
         self.version = version
         self.headers = headers
         self.body = body
-        self.logger = logger
-        if let q = target.firstIndex(of: "?") {
+        self.baseLogger = logger
+        if let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
             path = String(target[..<q])
-            query = String(target[target.index(after: q)...])
+            query = String(target[target.utf8.index(after: q)...])
         } else {
             path = target
             query = nil

@@ -1,33 +1,58 @@
-/// Character classes of RFC 9110 §5.6, as lookup tables.
+/// A set of bytes as two 64-bit masks plus a flag for 0x80...0xFF: trivially copyable, so
+/// checking a byte costs a shift and a mask, with no array access or reference counting.
+struct ByteSet: Sendable {
+    private let low: UInt64
+    private let high: UInt64
+    private let upper: Bool
+
+    init(_ predicate: (UInt8) -> Bool) {
+        var low: UInt64 = 0, high: UInt64 = 0
+        for b in 0..<64 where predicate(UInt8(b)) { low |= 1 << UInt64(b) }
+        for b in 64..<128 where predicate(UInt8(b)) { high |= 1 << UInt64(b - 64) }
+        self.low = low
+        self.high = high
+        self.upper = (128...255).allSatisfy { predicate(UInt8($0)) }
+    }
+
+    @inline(__always)
+    func contains(_ b: UInt8) -> Bool {
+        if b < 64 { return low & (1 << UInt64(b)) != 0 }
+        if b < 128 { return high & (1 << UInt64(b - 64)) != 0 }
+        return upper
+    }
+
+    subscript(_ b: Int) -> Bool { contains(UInt8(truncatingIfNeeded: b)) }
+}
+
+/// Character classes of RFC 9110 §5.6.
 enum ByteClass {
     /// tchar: `!#$%&'*+-.^_`|~`, digits and letters.
-    static let token: [Bool] = (0..<256).map { b in
-        switch UInt8(b) {
+    static let token = ByteSet { b in
+        switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-             UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-             UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            return true
-        default: return false
+        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
         }
     }
 
     /// field-vchar, SP and HTAB: what a field value may hold (obs-text included).
-    static let fieldValue: [Bool] = (0..<256).map { b in b == 0x09 || b == 0x20 || (b >= 0x21 && b != 0x7F) }
+    static let fieldValue = ByteSet { b in b == 0x09 || b == 0x20 || (b >= 0x21 && b != 0x7F) }
 
     /// Visible ASCII: what a request-target may hold.
-    static let target: [Bool] = (0..<256).map { b in b >= 0x21 && b <= 0x7E }
+    static let target = ByteSet { b in b >= 0x21 && b <= 0x7E }
 
     /// What a Host value may hold: reg-name, IP literals and a port.
-    static let host: [Bool] = (0..<256).map { b in
-        switch UInt8(b) {
+    static let host = ByteSet { b in
+        switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"),
-             UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
-             UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "%"):
-            return true
-        default: return false
+        default: return Array("-._~!$&'()*+,;=:[]%".utf8).contains(b)
+        }
+    }
+
+    /// What a caller-supplied request id may hold.
+    static let requestID = ByteSet { b in
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        default: return b == UInt8(ascii: "-") || b == UInt8(ascii: "_") || b == UInt8(ascii: ".")
         }
     }
 }

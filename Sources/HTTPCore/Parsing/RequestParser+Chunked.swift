@@ -30,15 +30,9 @@ extension RequestParser {
             k += 1
         }
         guard k > 0 else { return .failure(.bad("malformed chunk size")) }
-        // Extensions are ignored, but their bytes must be well-formed: BWS ";" ...
-        if k < lf - 1 {
-            var j = k
-            while j < lf - 1, b[j] == SP || b[j] == HT { j += 1 }
-            guard j < lf - 1, b[j] == UInt8(ascii: ";") else { return .failure(.bad("malformed chunk extension")) }
-            while j < lf - 1 {
-                guard ByteClass.fieldValue[Int(b[j])] else { return .failure(.bad("control byte in chunk extension")) }
-                j += 1
-            }
+        // Extensions are ignored, but must be well-formed (RFC 9112 §7.1.1).
+        if k < lf - 1, !RequestParser.validChunkExtensions(UnsafeBufferPointer(rebasing: b[k..<(lf - 1)])) {
+            return .failure(.bad("malformed chunk extension"))
         }
         return .size(size, consumed: lf + 1)
     }
@@ -64,6 +58,47 @@ extension RequestParser {
         }
         if count + 1 > limits.maxHeaderCount { return .failure(ParseError(.headerFieldsTooLarge, "too many trailer fields")) }
         return .line(consumed: lf + 1)
+    }
+
+    /// `*( BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ] )`
+    static func validChunkExtensions(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        var k = 0
+        func skipBWS() { while k < b.count, b[k] == SP || b[k] == HT { k += 1 } }
+        func token() -> Bool {
+            let start = k
+            while k < b.count, ByteClass.token[Int(b[k])] { k += 1 }
+            return k > start
+        }
+        while k < b.count {
+            skipBWS()
+            guard k < b.count, b[k] == UInt8(ascii: ";") else { return false }
+            k += 1
+            skipBWS()
+            guard token() else { return false }
+            skipBWS()
+            guard k < b.count, b[k] == UInt8(ascii: "=") else { continue }
+            k += 1
+            skipBWS()
+            if k < b.count, b[k] == UInt8(ascii: "\"") {
+                k += 1
+                var closed = false
+                while k < b.count {
+                    let c = b[k]
+                    if c == UInt8(ascii: "\"") { closed = true; k += 1; break }
+                    if c == UInt8(ascii: "\\") {
+                        k += 1
+                        guard k < b.count, ByteClass.fieldValue[Int(b[k])] else { return false }
+                    } else if !ByteClass.fieldValue[Int(c)] {
+                        return false
+                    }
+                    k += 1
+                }
+                guard closed else { return false }
+            } else {
+                guard token() else { return false }
+            }
+        }
+        return true
     }
 
     static func hexValue(_ c: UInt8) -> UInt8? {

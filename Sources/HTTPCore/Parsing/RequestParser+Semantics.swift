@@ -4,10 +4,11 @@ extension RequestParser {
                    consumed: Int) -> HeadResult {
         if line.method == "CONNECT" { return .failure(ParseError(.notImplemented, "CONNECT is not supported")) }
         if line.method == "PRI" { return .failure(ParseError(.httpVersionNotSupported, "HTTP/2 is not supported")) }
-        if headers.contains("Upgrade") { return .failure(.bad("protocol upgrade is not supported")) }
+        let framing = FramingFields(headers)
+        if framing.upgrade { return .failure(.bad("protocol upgrade is not supported")) }
 
         // Host (RFC 9112 §3.2).
-        let hosts = headers.values(for: "Host")
+        let hosts = framing.hosts
         if hosts.count > 1 { return .failure(.bad("more than one Host")) }
         if line.version == .http11, hosts.isEmpty { return .failure(.bad("missing Host")) }
         if let host = hosts.first, !host.utf8.allSatisfy({ ByteClass.host[Int($0)] }) {
@@ -23,7 +24,7 @@ extension RequestParser {
 
         // Connection.
         var keepAlive = line.version == .http11
-        for value in headers.values(for: "Connection") {
+        for value in framing.connection {
             for token in value.split(separator: ",") {
                 let t = token.trimmingSpaces()
                 if String(t).equalsIgnoringASCIICase("close") { keepAlive = false }
@@ -33,7 +34,7 @@ extension RequestParser {
 
         // Expect.
         var expectsContinue = false
-        if let expect = headers["Expect"] {
+        if let expect = framing.expect {
             guard expect.equalsIgnoringASCIICase("100-continue") else {
                 return .failure(ParseError(HTTPStatus(code: 417, reason: "Expectation Failed"), "unsupported expectation"))
             }
@@ -41,8 +42,8 @@ extension RequestParser {
         }
 
         // Body framing (RFC 9112 §6).
-        let codings = headers.values(for: "Transfer-Encoding")
-        let lengths = headers.values(for: "Content-Length")
+        let codings = framing.transferEncoding
+        let lengths = framing.contentLength
         var body: State = .head
         if !codings.isEmpty {
             if !lengths.isEmpty { return .failure(.bad("Content-Length with Transfer-Encoding")) }
@@ -121,5 +122,29 @@ extension RequestParser {
             }
         }
         return .success(length ?? 0)
+    }
+}
+
+/// The header fields that decide how a message is framed, gathered in one pass.
+struct FramingFields {
+    var hosts: [String] = []
+    var connection: [String] = []
+    var transferEncoding: [String] = []
+    var contentLength: [String] = []
+    var expect: String?
+    var upgrade = false
+
+    init(_ headers: HTTPHeaders) {
+        for (name, value) in headers {
+            switch name.utf8.count {
+            case 4 where name.equalsIgnoringASCIICase("Host"): hosts.append(value)
+            case 6 where name.equalsIgnoringASCIICase("Expect"): expect = expect ?? value
+            case 7 where name.equalsIgnoringASCIICase("Upgrade"): upgrade = true
+            case 10 where name.equalsIgnoringASCIICase("Connection"): connection.append(value)
+            case 14 where name.equalsIgnoringASCIICase("Content-Length"): contentLength.append(value)
+            case 17 where name.equalsIgnoringASCIICase("Transfer-Encoding"): transferEncoding.append(value)
+            default: break
+            }
+        }
     }
 }

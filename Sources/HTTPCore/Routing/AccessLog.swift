@@ -13,6 +13,7 @@ public struct AccessLog: Middleware {
     }
 
     public func finish(_ request: Request, _ response: inout Response) {
+        guard request.baseLogger.logLevel <= .info else { return }
         let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         request.logger.info("request", metadata: [

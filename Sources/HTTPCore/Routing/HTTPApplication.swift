@@ -3,7 +3,7 @@ import Logging
 /// The router, the middleware chain and error mapping: what turns a `Request` into a
 /// `Response`. Errors become RFC 9457 problem responses: an `HTTPError` as it says, anything
 /// else a generic 500 whose details go only to the log.
-public struct HTTPApplication: Sendable {
+public final class HTTPApplication: Sendable {
     /// A response that is ready now, or work that produces one.
     public enum Outcome: Sendable {
         case ready(Response)
@@ -24,8 +24,7 @@ public struct HTTPApplication: Sendable {
     public func dispatch(_ incoming: Request) -> Outcome {
         var request = incoming
         request.id = RequestID.make(from: request.headers["X-Request-ID"])
-        request.logger = logger
-        request.logger[metadataKey: "bff.request.id"] = .string(request.id)
+        request.baseLogger = logger
         do {
             for step in middleware {
                 if let early = try step.prepare(&request) { return .ready(finish(request, early)) }
@@ -50,7 +49,7 @@ public struct HTTPApplication: Sendable {
                 }
             case let .async(handle):
                 let routed = request
-                return .pending {
+                return .pending { [self] in
                     do { return finish(routed, try await handle(routed)) } catch {
                         return finish(routed, problem(for: error, request: routed))
                     }
@@ -70,7 +69,7 @@ public struct HTTPApplication: Sendable {
     private func finish(_ request: Request, _ response: Response) -> Response {
         var response = response
         for step in middleware.reversed() { step.finish(request, &response) }
-        response.headers.replace("X-Request-ID", request.id)
+        response.headers.add("X-Request-ID", request.id)
         return response
     }
 

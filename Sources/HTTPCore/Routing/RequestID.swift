@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Request ids: a caller's `X-Request-ID` when it is short and plain, otherwise a random one.
 enum RequestID {
     static func make(from incoming: String?) -> String {
@@ -5,18 +7,27 @@ enum RequestID {
            incoming.utf8.allSatisfy({ ByteClass.requestID[Int($0)] }) {
             return incoming
         }
-        var rng = SystemRandomNumberGenerator()
-        let value = rng.next() as UInt64
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        return generator.next()
     }
-}
 
-extension ByteClass {
-    static let requestID: [Bool] = (0..<256).map { b in
-        switch UInt8(b) {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): return true
-        default: return false
+    /// A random per-process prefix and a counter: unique across instances without a
+    /// system call per request.
+    static let generator = Generator()
+
+    final class Generator: Sendable {
+        private let prefix: String
+        private let counter = Atomic<UInt64>(0)
+
+        init() {
+            var rng = SystemRandomNumberGenerator()
+            let hex = String(rng.next() as UInt32, radix: 16)
+            prefix = String(repeating: "0", count: 8 - hex.count) + hex + "-"
+        }
+
+        func next() -> String {
+            let n = counter.add(1, ordering: .relaxed).newValue
+            return prefix + String(n, radix: 16)
         }
     }
 }
+

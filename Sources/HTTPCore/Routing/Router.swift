@@ -37,6 +37,8 @@ public struct Router: Sendable {
     }
 
     private var routes: [Route] = []
+    /// Routes without parameters, by path: most requests are answered without splitting.
+    private var literal: [String: [Route]] = [:]
 
     public init() {}
 
@@ -67,11 +69,20 @@ public struct Router: Sendable {
                 segments.append(.literal(String(part)))
             }
         }
-        routes.append(Route(method: method, segments: segments, pattern: pattern, handler: handler))
+        let route = Route(method: method, segments: segments, pattern: pattern, handler: handler)
+        routes.append(route)
+        if segments.allSatisfy({ if case .literal = $0 { return true }; return false }) {
+            literal[pattern, default: []].append(route)
+        }
     }
 
     /// Finds the route for `method` and the (still percent-encoded) `path`.
     public func match(method: String, path: String) -> Match {
+        if let candidates = literal[path] {
+            for route in candidates where route.method == method {
+                return .found(handler: route.handler, pattern: route.pattern, parameters: [:])
+            }
+        }
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         var allowed: [String] = []
         for route in routes {

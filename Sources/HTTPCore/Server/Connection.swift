@@ -22,8 +22,10 @@ final class Connection: @unchecked Sendable {
     }
 
     let fd: Int32
-    unowned let loop: EventLoop
-    unowned let server: HTTPServer
+    // unowned(unsafe): the loop and the server outlive every connection (the loop closes
+    // its connections before it exits), and plain `unowned` costs a check on every use.
+    unowned(unsafe) let loop: EventLoop
+    unowned(unsafe) let server: HTTPServer
     private(set) var phase: Phase = .reading
     private var parser: RequestParser
     private var input: [UInt8] = []
@@ -98,7 +100,7 @@ final class Connection: @unchecked Sendable {
                 if input.isEmpty && parser.isAtMessageStart { readDeadline = nil }
             case let .continueRequested(consumed):
                 input.removeFirst(consumed)
-                output.append(contentsOf: ResponseHead.continue100)
+                output.append(ResponseHead.continue100)
                 continue
             case let .failed(error):
                 input.removeAll()
@@ -207,7 +209,7 @@ final class Connection: @unchecked Sendable {
             abort() // a wrong length must never look like a complete message
             return
         }
-        if case .chunked = framing, !writer.discard { output.append(contentsOf: Connection.lastChunk) }
+        if case .chunked = framing, !writer.discard { output.append(ResponseHead.lastChunk) }
         finishResponse()
         if phase == .reading { processInput() } else { flush() }
     }
@@ -220,9 +222,9 @@ final class Connection: @unchecked Sendable {
         }
         if chunked {
             ResponseHead.appendHex(bytes.count, to: &output)
-            output.append(contentsOf: ResponseHead.crlf)
+            output.append(ResponseHead.crlf)
             output.append(contentsOf: bytes)
-            output.append(contentsOf: ResponseHead.crlf)
+            output.append(ResponseHead.crlf)
         } else {
             output.append(contentsOf: bytes)
         }
@@ -339,7 +341,6 @@ final class Connection: @unchecked Sendable {
 
     var isIdle: Bool { phase == .reading && readDeadline == nil }
 
-    static let lastChunk = Array("0\r\n\r\n".utf8)
 }
 
 /// Thrown to a streaming producer when its client has gone.

@@ -19,6 +19,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// The bound port (useful with port 0).
     public private(set) var port = 0
     let inFlight = Atomic<Int>(0)
+    private let nextLoop = Atomic<UInt>(0)
     private let openConnections = Atomic<Int>(0)
     private let drainingFlag = Atomic<Bool>(false)
     private let stopped = Mutex<Bool>(false)
@@ -102,7 +103,14 @@ public final class HTTPServer: @unchecked Sendable {
                 HTTPServer.refuseOverCapacity(fd)
                 continue
             }
-            loop.add(Connection(fd: fd, loop: loop, server: self))
+            // Spread connections evenly: one wake-up may accept a whole burst, which would
+            // otherwise leave every connection of the burst on one core.
+            let target = loops[Int(nextLoop.add(1, ordering: .relaxed).oldValue % UInt(loops.count))]
+            if target === loop {
+                loop.add(Connection(fd: fd, loop: loop, server: self))
+            } else {
+                target.execute { [self] in target.add(Connection(fd: fd, loop: target, server: self)) }
+            }
         }
     }
 
@@ -119,9 +127,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Answers a connection beyond `maxConnections` with 503 and closes it, without
     /// giving it any state.
     private static func refuseOverCapacity(_ fd: Int32) {
-        overCapacityResponse.withUnsafeBytes { _ = Socket.write(fd, $0) }
-        Glibc.shutdown(fd, Int32(SHUT_WR))
-        Glibc.close(fd)
+        Socket.writeAndClose(fd, overCapacityResponse)
     }
 
     private static let overCapacityResponse: [UInt8] = {

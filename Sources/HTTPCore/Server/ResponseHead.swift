@@ -3,37 +3,38 @@ enum ResponseHead {
     /// Writes the head into `out`. `framing` tells how the body is delimited.
     static func write(_ response: Response, version: HTTPVersion, framing: Framing, keepAlive: Bool,
                       date: [UInt8], into out: inout [UInt8]) {
-        out.append(contentsOf: version == .http10 ? http10 : http11)
+        out.append(version == .http10 ? http10 : http11)
         appendDecimal(response.status.code, to: &out)
         out.append(0x20)
         out.append(contentsOf: response.status.reason.utf8)
-        out.append(contentsOf: crlf)
-        for (name, value) in response.headers {
+        out.append(crlf)
+        for field in response.headers {
+            let name = field.name, value = field.value
             if isFramingHeader(name) { continue }
             out.append(contentsOf: name.utf8)
-            out.append(contentsOf: colonSpace)
+            out.append(colonSpace)
             appendSanitized(value, to: &out)
-            out.append(contentsOf: crlf)
+            out.append(crlf)
         }
-        out.append(contentsOf: dateName)
+        out.append(dateName)
         out.append(contentsOf: date)
-        out.append(contentsOf: crlf)
+        out.append(crlf)
         switch framing {
         case let .length(n):
-            out.append(contentsOf: contentLengthName)
+            out.append(contentLengthName)
             appendDecimal(n, to: &out)
-            out.append(contentsOf: crlf)
+            out.append(crlf)
         case .chunked:
-            out.append(contentsOf: chunkedHeader)
+            out.append(chunkedHeader)
         case .none, .closeDelimited:
             break
         }
         if !keepAlive {
-            out.append(contentsOf: connectionClose)
+            out.append(connectionClose)
         } else if version == .http10 {
-            out.append(contentsOf: connectionKeepAlive)
+            out.append(connectionKeepAlive)
         }
-        out.append(contentsOf: crlf)
+        out.append(crlf)
     }
 
     enum Framing {
@@ -72,23 +73,32 @@ enum ResponseHead {
     }
 
     static func appendHex(_ value: Int, to out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
         var shift = (Int.bitWidth - value.leadingZeroBitCount - 1) / 4 * 4
         if value == 0 { out.append(0x30); return }
         while shift >= 0 {
-            out.append(hex[(value >> shift) & 0xF])
+            let digit = UInt8((value >> shift) & 0xF)
+            out.append(digit < 10 ? 0x30 + digit : 0x57 + digit)
             shift -= 4
         }
     }
 
-    static let http11 = Array("HTTP/1.1 ".utf8)
-    static let http10 = Array("HTTP/1.0 ".utf8)
-    static let crlf = Array("\r\n".utf8)
-    static let colonSpace = Array(": ".utf8)
-    static let dateName = Array("Date: ".utf8)
-    static let contentLengthName = Array("Content-Length: ".utf8)
-    static let chunkedHeader = Array("Transfer-Encoding: chunked\r\n".utf8)
-    static let connectionClose = Array("Connection: close\r\n".utf8)
-    static let connectionKeepAlive = Array("Connection: keep-alive\r\n".utf8)
-    static let continue100 = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+    // StaticStrings, not arrays: appending them costs no reference counting.
+    static let http11: StaticString = "HTTP/1.1 "
+    static let http10: StaticString = "HTTP/1.0 "
+    static let crlf: StaticString = "\r\n"
+    static let colonSpace: StaticString = ": "
+    static let dateName: StaticString = "Date: "
+    static let contentLengthName: StaticString = "Content-Length: "
+    static let chunkedHeader: StaticString = "Transfer-Encoding: chunked\r\n"
+    static let connectionClose: StaticString = "Connection: close\r\n"
+    static let connectionKeepAlive: StaticString = "Connection: keep-alive\r\n"
+    static let continue100: StaticString = "HTTP/1.1 100 Continue\r\n\r\n"
+    static let lastChunk: StaticString = "0\r\n\r\n"
+}
+
+extension Array where Element == UInt8 {
+    @inline(__always)
+    mutating func append(_ text: StaticString) {
+        text.withUTF8Buffer { append(contentsOf: $0) }
+    }
 }

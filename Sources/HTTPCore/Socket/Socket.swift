@@ -92,6 +92,13 @@ enum Socket {
         }
     }
 
+    /// Best-effort write of `bytes`, then close: for refusals that keep no state.
+    static func writeAndClose(_ fd: Int32, _ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { _ = write(fd, $0) }
+        shutdown(fd, Int32(SHUT_WR))
+        close(fd)
+    }
+
     /// The peer's address as text, for logs.
     static func peerAddress(_ fd: Int32) -> String {
         var storage = sockaddr_storage()

@@ -1,0 +1,55 @@
+# Shared helpers for the benchmark scripts (sourced, not run).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_BIN=/usr/lib/postgresql/15/bin
+WORK=$(mktemp -d /tmp/smart-bff-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  if [ -d "$WORK/pg" ]; then as_postgres "$PG_BIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# Starts a throwaway PostgreSQL on a Unix socket in $WORK; sets DATABASE_URL.
+start_postgres() {
+  mkdir -p "$WORK/pg" "$WORK/sock"
+  [ "$(id -u)" = 0 ] && chown postgres "$WORK" "$WORK/pg" "$WORK/sock"
+  as_postgres "$PG_BIN/initdb" -D "$WORK/pg" -U postgres -A trust >/dev/null
+  as_postgres "$PG_BIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
+    -o "-k $WORK/sock -c listen_addresses='' -p 5432 -c max_connections=200" start >/dev/null
+  export DATABASE_URL="postgresql:///postgres?host=$WORK/sock&port=5432&user=postgres"
+  PG_SOCK="$WORK/sock"
+}
+
+build_release() {
+  (cd "$ROOT" && swift build -c release --scratch-path "${BENCH_SCRATCH:-.build}" --product smart-bff >&2)
+  BFF="$ROOT/${BENCH_SCRATCH:-.build}/release/smart-bff"; return
+  BFF="$ROOT/.build/release/smart-bff"
+}
+
+# Busy CPU seconds (user+system) of a process, from /proc/PID/stat.
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
+wait_for_port() {
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "port $1 did not open" >&2; return 1
+}
+
+# wrk run → "rps p50 p99" (latencies in ms).
+wrk_run() {
+  local url=$1 conns=$2 secs=$3
+  wrk -t2 -c"$conns" -d"${secs}s" --latency "$url" | awk '
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) }
+    END { printf "%.0f %.3f %.3f\n", rps, p50, p99 }'
+}
+
+median() { sort -n | awk '{ a[NR]=$1 } END { if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
