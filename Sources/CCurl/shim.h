@@ -2,10 +2,25 @@
 #define SMART_BFF_CCURL_SHIM_H
 #include <curl/curl.h>
 
-/* curl_easy_setopt and curl_easy_getinfo are variadic macros-in-spirit that Swift cannot
-   call; these typed wrappers are the only way our Swift code sets options. */
+/* curl_easy_setopt and curl_easy_getinfo are variadic; Swift cannot call them. These typed
+   wrappers are the only way our Swift code sets options and reads information. */
 static inline CURLcode bff_curl_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode bff_curl_setopt_ptr(CURL *h, CURLoption o, const void *v) { return curl_easy_setopt(h, o, v); }
-static inline CURLcode bff_curl_setopt_write(CURL *h, CURLoption o, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, o, f); }
+static inline CURLcode bff_curl_setopt_callback(CURL *h, CURLoption o, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, o, f); }
 static inline CURLcode bff_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
+static inline CURLcode bff_curl_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
+
+static inline CURLMcode bff_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+
+/* CURLMsg.data is a union; this reads a finished transfer's handle and result. */
+static inline int bff_curl_msg_done(CURLMsg *m, CURL **easy, CURLcode *result) {
+    if (m->msg != CURLMSG_DONE) return 0;
+    *easy = m->easy_handle;
+    *result = m->data.result;
+    return 1;
+}
+
+/* Macros Swift does not import. */
+static const size_t bff_curl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+static const int bff_curlpause_cont = CURLPAUSE_CONT;
 #endif

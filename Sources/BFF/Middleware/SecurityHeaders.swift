@@ -1,0 +1,12 @@
+import HTTPCore
+
+/// Headers every smart-bff response carries: no sniffing, no framing of BFF pages, no
+/// referrer leaking codes or state.
+public struct SecurityHeaders: Middleware {
+    public init() {}
+
+    public func finish(_ request: Request, _ response: inout Response) {
+        if !response.headers.contains("X-Content-Type-Options") { response.headers.add("X-Content-Type-Options", "nosniff") }
+        if !response.headers.contains("Referrer-Policy") { response.headers.add("Referrer-Policy", "no-referrer") }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+
+/// Applies the numbered SQL files of `migrations/` (`0001_name.sql`, …) in order, each once,
+/// each in its own transaction, under a PostgreSQL advisory lock so that instances starting
+/// together are safe. Applied versions are recorded in `schema_migrations`.
+public struct Migrator: Sendable {
+    public struct Migration: Sendable, Equatable {
+        public let version: Int
+        public let name: String
+        public let sql: String
+    }
+
+    /// An arbitrary, fixed key for `pg_advisory_lock`.
+    static let lockKey = 0x5_3B_FF_01
+
+    public let migrations: [Migration]
+
+    public init(migrations: [Migration]) {
+        self.migrations = migrations.sorted { $0.version < $1.version }
+    }
+
+    /// Reads `NNNN_name.sql` files from `directory`.
+    public init(directory: URL) throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }
+        var migrations: [Migration] = []
+        for file in files {
+            let stem = file.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]) else {
+                throw PostgresError(.decoding, "migration file \(file) is not named NNNN_name.sql")
+            }
+            let sql = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+            migrations.append(Migration(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql))
+        }
+        guard Set(migrations.map(\.version)).count == migrations.count else {
+            throw PostgresError(.decoding, "two migration files share a version number")
+        }
+        self.init(migrations: migrations)
+    }
+
+    /// Finds `migrations/`: `BFF_MIGRATIONS_DIR`, the working directory, or beside the executable.
+    public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
+        var candidates: [URL] = []
+        if let dir = environment["BFF_MIGRATIONS_DIR"] { candidates.append(URL(fileURLWithPath: dir)) }
+        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"))
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<5 {
+            candidates.append(dir.appendingPathComponent("migrations"))
+            dir = dir.deletingLastPathComponent()
+        }
+        return candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("0001_initial.sql").path) }
+    }
+
+    /// Applies every pending migration; returns the versions applied by this call.
+    @discardableResult
+    public func migrate(_ pool: ConnectionPool) async throws -> [Int] {
+        let migrations = self.migrations
+        return try await pool.withConnection { connection in
+            try await connection.run { c in
+                _ = try c.execute(Query("SELECT pg_advisory_lock($1)", [.int(Migrator.lockKey)]))
+                defer { _ = try? c.execute(Query("SELECT pg_advisory_unlock($1)", [.int(Migrator.lockKey)])) }
+                try c.executeScript("""
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
+                    """)
+                let done = Set(try c.execute("SELECT version FROM schema_migrations").map { try $0.int(0) })
+                var applied: [Int] = []
+                for migration in migrations where !done.contains(migration.version) {
+                    try c.executeScript("BEGIN")
+                    do {
+                        try c.executeScript(migration.sql)
+                        _ = try c.execute("INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
+                        try c.executeScript("COMMIT")
+                    } catch {
+                        try? c.executeScript("ROLLBACK")
+                        throw error
+                    }
+                    applied.append(migration.version)
+                }
+                return applied
+            }
+        }
+    }
+
+    /// How many migrations the database has not applied (for `/readyz`).
+    public func pendingCount(_ pool: ConnectionPool) async throws -> Int {
+        let rows: [PostgresRow]
+        do { rows = try await pool.query("SELECT version FROM schema_migrations") } catch let error as PostgresError where error.sqlState == "42P01" {
+            return migrations.count // no schema_migrations table yet
+        }
+        let done = Set(try rows.map { try $0.int(0) })
+        return migrations.filter { !done.contains($0.version) }.count
+    }
+}

@@ -1,0 +1,230 @@
+import Cryptography
+import Foundation
+import Sessions
+
+/// The `SessionStore` on PostgreSQL. Raw identifiers are hashed before any query; tokens
+/// and PKCE verifiers are sealed with AES-256-GCM bound to their table, column and row.
+public final class PostgresSessionStore: SessionStore {
+    public let pool: ConnectionPool
+    let cipher: TokenCipher
+    /// A session's `last_seen_at` is written at most this often (a commit per read would
+    /// cap the database near 10k requests/s).
+    public let touchInterval: TimeInterval
+
+    public init(pool: ConnectionPool, tokenKey: AESGCMKey, touchInterval: TimeInterval = 60) {
+        self.pool = pool
+        self.cipher = TokenCipher(key: tokenKey)
+        self.touchInterval = touchInterval
+    }
+
+    // MARK: Pending authorizations
+
+    public func savePending(state: String, _ p: PendingAuthorization) async throws {
+        let hash = Identifier.hash(state)
+        let verifier = try cipher.seal(p.codeVerifier, table: "pending_authorizations", column: "code_verifier", row: hash)
+        try await pool.query("""
+            INSERT INTO pending_authorizations (state_hash, iss, code_verifier, nonce, launch, return_to, handoff_challenge, expires_at)
+            VALUES (\(hash), \(p.iss), \(verifier), \(p.nonce), \(p.launch), \(p.returnTo), \(p.handoffChallenge), to_timestamp(\(p.expiresAt)))
+            """)
+    }
+
+    public func consumePending(state: String, now: Date) async throws -> PendingAuthorization? {
+        let hash = Identifier.hash(state)
+        // One DELETE … RETURNING: of two concurrent consumers exactly one gets the row.
+        let rows = try await pool.query("""
+            DELETE FROM pending_authorizations WHERE state_hash = \(hash)
+            RETURNING iss, code_verifier, nonce, launch, return_to, handoff_challenge, extract(epoch from expires_at)
+            """)
+        guard let row = rows.first else { return nil }
+        let expiresAt = try row.date(6)
+        guard expiresAt > now else { return nil }
+        let verifier = try cipher.open(try row.bytes(1), table: "pending_authorizations", column: "code_verifier", row: hash)
+        return PendingAuthorization(iss: try row.string(0), codeVerifier: verifier, nonce: row[2], launch: row[3],
+                                    returnTo: try row.string(4), handoffChallenge: row[5], expiresAt: expiresAt)
+    }
+
+    // MARK: Sessions
+
+    public func createSession(ttl: TimeInterval, now: Date) async throws -> String {
+        let id = Identifier.make()
+        try await pool.query("""
+            INSERT INTO sessions (id_hash, created_at, last_seen_at, expires_at)
+            VALUES (\(Identifier.hash(id)), to_timestamp(\(now)), to_timestamp(\(now)), to_timestamp(\(now.addingTimeInterval(ttl))))
+            """)
+        return id
+    }
+
+    public func rotateSession(idHash: String, ttl: TimeInterval, now: Date) async throws -> String? {
+        let id = Identifier.make()
+        // ON UPDATE CASCADE carries launches and hand-off codes over to the new hash.
+        let rows = try await pool.query("""
+            UPDATE sessions SET id_hash = \(Identifier.hash(id)), last_seen_at = to_timestamp(\(now)),
+                   expires_at = to_timestamp(\(now.addingTimeInterval(ttl)))
+            WHERE id_hash = \(idHash) AND expires_at > to_timestamp(\(now)) RETURNING 1
+            """)
+        return rows.isEmpty ? nil : id
+    }
+
+    public func findSession(id: String, now: Date) async throws -> SessionRecord? {
+        let rows = try await pool.query("""
+            SELECT id_hash, extract(epoch from created_at), extract(epoch from last_seen_at), extract(epoch from expires_at)
+            FROM sessions WHERE id_hash = \(Identifier.hash(id)) AND expires_at > to_timestamp(\(now))
+            """)
+        guard let row = rows.first else { return nil }
+        return SessionRecord(idHash: try row.string(0), createdAt: try row.date(1), lastSeenAt: try row.date(2), expiresAt: try row.date(3))
+    }
+
+    public func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws {
+        guard now.timeIntervalSince(session.lastSeenAt) >= touchInterval else { return }
+        try await pool.query("""
+            UPDATE sessions SET last_seen_at = to_timestamp(\(now)), expires_at = to_timestamp(\(now.addingTimeInterval(ttl)))
+            WHERE id_hash = \(session.idHash)
+            """)
+    }
+
+    public func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)] {
+        let hash = Identifier.hash(id)
+        return try await pool.withTransaction { c in
+            let launches = try await c.query("SELECT id_hash FROM launches WHERE session_hash = \(hash)")
+            var result: [(LaunchRecord, TokenSet)] = []
+            for row in launches {
+                let launchHash = try row.string(0)
+                if let launch = try await self.launch(byHash: launchHash, on: c), let tokens = try await self.tokens(hash: launchHash, on: c) {
+                    result.append((launch, tokens))
+                }
+            }
+            _ = try await c.query("DELETE FROM sessions WHERE id_hash = \(hash)")
+            return result
+        }
+    }
+
+    // MARK: Launches
+
+    public func addLaunch(sessionID: String, _ launch: LaunchRecord, tokens: TokenSet) async throws {
+        let sessionHash = Identifier.hash(sessionID), launchHash = launch.idHash
+        let sealed = try sealTokens(tokens, launchHash: launchHash)
+        try await pool.withTransaction { c in
+            _ = try await c.query("""
+                INSERT INTO launches (id_hash, session_hash, iss, sub, fhir_user, scope, patient, context, created_at)
+                VALUES (\(launchHash), \(sessionHash), \(launch.iss), \(launch.sub), \(launch.fhirUser), \(launch.scope),
+                        \(launch.patient), \(launch.contextJSON)::jsonb, to_timestamp(\(launch.createdAt)))
+                """)
+            _ = try await c.query("""
+                INSERT INTO tokens (launch_hash, access_token, refresh_token, id_token, response, access_expires_at, version)
+                VALUES (\(launchHash), \(sealed.access), \(sealed.refresh.map(PostgresValue.bytes) ?? .null),
+                        \(sealed.id.map(PostgresValue.bytes) ?? .null), \(sealed.response),
+                        to_timestamp(\(tokens.accessTokenExpiresAt.map(PostgresValue.date) ?? .null)), \(tokens.version))
+                """)
+        }
+    }
+
+    public func findLaunch(sessionID: String, launchID: String?) async throws -> LaunchRecord? {
+        let sessionHash = Identifier.hash(sessionID)
+        let rows: [PostgresRow]
+        if let launchID {
+            rows = try await pool.query("""
+                SELECT \(raw: PostgresSessionStore.launchColumns) FROM launches
+                WHERE id_hash = \(Identifier.hash(launchID)) AND session_hash = \(sessionHash)
+                """)
+            return try rows.first.map { try launch(from: $0) }
+        }
+        rows = try await pool.query("""
+            SELECT \(raw: PostgresSessionStore.launchColumns) FROM launches
+            WHERE session_hash = \(sessionHash) ORDER BY created_at DESC, id_hash LIMIT 1
+            """)
+        return try rows.first.map { try launch(from: $0) }
+    }
+
+    public func deleteLaunch(sessionID: String, launchHash: String) async throws -> TokenSet? {
+        let sessionHash = Identifier.hash(sessionID)
+        return try await pool.withTransaction { c in
+            let owned = try await c.query("SELECT 1 FROM launches WHERE id_hash = \(launchHash) AND session_hash = \(sessionHash)")
+            guard !owned.isEmpty else { return nil }
+            let tokens = try await self.tokens(hash: launchHash, on: c)
+            _ = try await c.query("DELETE FROM launches WHERE id_hash = \(launchHash)")
+            return tokens
+        }
+    }
+
+    public func tokens(launchHash: String) async throws -> TokenSet? {
+        try await pool.withConnection { c in try await self.tokens(hash: launchHash, on: c) }
+    }
+
+    public func withTokenLock<T: Sendable>(launchHash hash: String,
+                                           _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T {
+        return try await pool.withTransaction { c in
+            guard let current = try await self.tokens(hash: hash, on: c, lock: true) else {
+                throw PostgresError(.query, "the launch has no tokens")
+            }
+            let (replacement, value) = try await body(current)
+            if let replacement {
+                let sealed = try self.sealTokens(replacement, launchHash: hash)
+                _ = try await c.query("""
+                    UPDATE tokens SET access_token = \(sealed.access), refresh_token = \(sealed.refresh.map(PostgresValue.bytes) ?? .null),
+                           id_token = \(sealed.id.map(PostgresValue.bytes) ?? .null), response = \(sealed.response),
+                           access_expires_at = to_timestamp(\(replacement.accessTokenExpiresAt.map(PostgresValue.date) ?? .null)),
+                           version = version + 1, updated_at = now()
+                    WHERE launch_hash = \(hash)
+                    """)
+            }
+            return value
+        }
+    }
+
+    // MARK: Mobile hand-off
+
+    public func saveHandoff(code: String, sessionHash: String, challenge: String, expiresAt: Date) async throws {
+        try await pool.query("""
+            INSERT INTO handoff_codes (code_hash, session_hash, challenge, expires_at)
+            VALUES (\(Identifier.hash(code)), \(sessionHash), \(challenge), to_timestamp(\(expiresAt)))
+            """)
+    }
+
+    public func consumeHandoff(code: String, now: Date) async throws -> (sessionHash: String, challenge: String)? {
+        let rows = try await pool.query("""
+            DELETE FROM handoff_codes WHERE code_hash = \(Identifier.hash(code))
+            RETURNING session_hash, challenge, extract(epoch from expires_at)
+            """)
+        guard let row = rows.first, try row.date(2) > now else { return nil }
+        return (try row.string(0), try row.string(1))
+    }
+
+    // MARK: Audit and upkeep
+
+    public func appendAudit(_ entries: [AuditEntry]) async throws {
+        guard !entries.isEmpty else { return }
+        var sql = "INSERT INTO audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes) VALUES "
+        var binds: [PostgresValue] = []
+        for (i, e) in entries.enumerated() {
+            let base = binds.count
+            sql += (i > 0 ? ", " : "") + "(to_timestamp($\(base + 1)), " + (2...10).map { "$\(base + $0)" }.joined(separator: ", ") + ")"
+            binds += [.date(e.at), .text(e.launchHash), .text(e.iss), .text(e.sub), e.fhirUser.postgresValue, e.patient.postgresValue,
+                      .text(e.method), .text(e.pathAndQuery), .int(e.upstreamStatus), .int(Int(e.bytes))]
+        }
+        try await pool.query(Query(sql, binds))
+    }
+
+    public func auditEntries(since: Date?) async throws -> [AuditEntry] {
+        let rows = try await pool.query("""
+            SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes
+            FROM audit_events WHERE at >= to_timestamp(\(since.map(PostgresValue.date) ?? .double(0))) ORDER BY at, id
+            """)
+        return try rows.map { r in
+            AuditEntry(id: Int64(try r.int(0)), at: try r.date(1), launchHash: try r.string(2), iss: try r.string(3), sub: try r.string(4),
+                       fhirUser: r[5], patient: r[6], method: try r.string(7), pathAndQuery: try r.string(8),
+                       upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)))
+        }
+    }
+
+    public func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int {
+        let cutoff = now.addingTimeInterval(-Double(auditRetentionDays) * 86_400)
+        let rows = try await pool.query("""
+            WITH p AS (DELETE FROM pending_authorizations WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
+                 h AS (DELETE FROM handoff_codes WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
+                 s AS (DELETE FROM sessions WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
+                 a AS (DELETE FROM audit_events WHERE at < to_timestamp(\(cutoff)) RETURNING 1)
+            SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s) + (SELECT count(*) FROM a)
+            """)
+        return try rows.first?.int(0) ?? 0
+    }
+}

@@ -1,0 +1,76 @@
+import Cryptography
+import Foundation
+import JSON
+
+/// How smart-bff authenticates to an EHR's token endpoint; the same for code exchange,
+/// refresh and revocation.
+public enum ClientAuthentication: Sendable {
+    /// A public client: `client_id` in the form body.
+    case none
+    /// `client_secret_basic` (RFC 6749 §2.3.1).
+    case secretBasic(secret: String)
+    /// `private_key_jwt` (SMART Backend Services / RFC 7523) signed RS384 or ES384.
+    case privateKeyJWT(key: ClientSigningKey, keyID: String)
+
+    /// The form fields and headers that authenticate `clientID` to `tokenEndpoint`.
+    func apply(clientID: String, tokenEndpoint: String, form: inout [(String, String)],
+               headers: inout [(String, String)]) throws(SMARTError) {
+        switch self {
+        case .none:
+            form.append(("client_id", clientID))
+        case let .secretBasic(secret):
+            // RFC 6749 §2.3.1: both parts form-urlencoded before base64.
+            let pair = URLPolicy.percentEncode(clientID) + ":" + URLPolicy.percentEncode(secret)
+            headers.append(("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()))
+        case let .privateKeyJWT(key, keyID):
+            form.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
+            form.append(("client_assertion", try ClientAuthentication.assertion(clientID: clientID, audience: tokenEndpoint,
+                                                                                  key: key, keyID: keyID)))
+        }
+    }
+
+    /// A client assertion: `iss` = `sub` = client id, `aud` = token URL, `exp` in 5 minutes,
+    /// a unique `jti`.
+    static func assertion(clientID: String, audience: String, key: ClientSigningKey, keyID: String,
+                          now: Date = Date()) throws(SMARTError) -> String {
+        let header: JSONValue = ["alg": .string(key.algorithm), "kid": .string(keyID), "typ": "JWT"]
+        let issued = Int(now.timeIntervalSince1970)
+        let claims: JSONValue = [
+            "iss": .string(clientID), "sub": .string(clientID), "aud": .string(audience),
+            "exp": .number(Double(issued + 300)), "iat": .number(Double(issued)),
+            "jti": .string(SecureRandom.token(bytes: 16)),
+        ]
+        let input = Base64URL.encode(header.bytes) + "." + Base64URL.encode(claims.bytes)
+        do {
+            return input + "." + Base64URL.encode(try key.sign(Array(input.utf8)))
+        } catch {
+            throw SMARTError(.tokenEndpoint, "could not sign the client assertion")
+        }
+    }
+}
+
+/// A private key for `private_key_jwt`: RSA (RS384) or EC P-384 (ES384).
+public enum ClientSigningKey: Sendable {
+    case rsa(RSAPrivateKey)
+    case p384(P384PrivateKey)
+
+    /// Reads a PEM private key of either kind.
+    public init(pem: String) throws {
+        if let key = try? RSAPrivateKey(pem: pem) {
+            self = .rsa(key)
+        } else {
+            self = .p384(try P384PrivateKey(pem: pem))
+        }
+    }
+
+    public var algorithm: String {
+        switch self { case .rsa: return "RS384"; case .p384: return "ES384" }
+    }
+
+    func sign(_ message: [UInt8]) throws -> [UInt8] {
+        switch self {
+        case let .rsa(key): return try key.signPKCS1SHA384(message)
+        case let .p384(key): return try key.signES384(message)
+        }
+    }
+}

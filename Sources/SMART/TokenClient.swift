@@ -1,0 +1,61 @@
+import HTTPClient
+import JSON
+
+/// Talks to an EHR's token and revocation endpoints.
+public struct TokenClient: Sendable {
+    public let client: HTTPClient
+
+    public init(client: HTTPClient) { self.client = client }
+
+    /// Exchanges an authorization code (RFC 6749 §4.1.3) with the PKCE verifier.
+    public func exchange(code: String, verifier: String, redirectURI: String, clientID: String,
+                         authentication: ClientAuthentication, tokenEndpoint: String) async throws(SMARTError) -> TokenResponse {
+        let form = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
+                    ("code_verifier", verifier)]
+        return try await post(form, clientID: clientID, authentication: authentication, tokenEndpoint: tokenEndpoint)
+    }
+
+    /// Uses a refresh token (RFC 6749 §6). `invalid_grant` is reported as `.invalidGrant`.
+    public func refresh(refreshToken: String, clientID: String, authentication: ClientAuthentication,
+                        tokenEndpoint: String) async throws(SMARTError) -> TokenResponse {
+        let form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        return try await post(form, clientID: clientID, authentication: authentication, tokenEndpoint: tokenEndpoint)
+    }
+
+    /// Revokes a token (RFC 7009). Failures are reported; callers log out locally anyway.
+    public func revoke(token: String, hint: String, clientID: String, authentication: ClientAuthentication,
+                       revocationEndpoint: String) async throws(SMARTError) {
+        var form = [("token", token), ("token_type_hint", hint)]
+        var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
+        try authentication.apply(clientID: clientID, tokenEndpoint: revocationEndpoint, form: &form, headers: &headers)
+        let response = try await send(form, headers: headers, url: revocationEndpoint)
+        guard response.status == 200 else { throw SMARTError(.tokenEndpoint, "revocation answered HTTP \(response.status)") }
+    }
+
+    private func post(_ fields: [(String, String)], clientID: String, authentication: ClientAuthentication,
+                      tokenEndpoint: String) async throws(SMARTError) -> TokenResponse {
+        var form = fields
+        var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
+        try authentication.apply(clientID: clientID, tokenEndpoint: tokenEndpoint, form: &form, headers: &headers)
+        let response = try await send(form, headers: headers, url: tokenEndpoint)
+        guard response.status == 200 else {
+            let error = (try? JSONParser.parse(response.body))?["error"]?.stringValue
+            if error == "invalid_grant" { throw SMARTError(.invalidGrant, "the EHR refused the grant (invalid_grant)") }
+            if response.status >= 500 {
+                throw SMARTError(.tokenEndpoint, "the token endpoint is unavailable (HTTP \(response.status))")
+            }
+            throw SMARTError(.tokenEndpoint, "the token endpoint answered HTTP \(response.status)\(error.map { " (\($0))" } ?? "")")
+        }
+        return try TokenResponse.parse(response.body)
+    }
+
+    private func send(_ form: [(String, String)], headers: [(String, String)], url: String) async throws(SMARTError) -> HTTPClientResponse {
+        let body = form.map { URLPolicy.percentEncode($0.0) + "=" + URLPolicy.percentEncode($0.1) }.joined(separator: "&")
+        do {
+            return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8)))
+        } catch {
+            throw SMARTError(error.isTimeout ? .timeout : .tokenEndpoint,
+                             error.isTimeout ? "the token endpoint did not answer in time" : "the token endpoint is unreachable")
+        }
+    }
+}

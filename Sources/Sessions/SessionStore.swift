@@ -1,0 +1,62 @@
+import Foundation
+
+/// Everything smart-bff remembers. Identifiers (session ids, launch ids, `state`, hand-off
+/// codes) go in raw and are stored only as their SHA-256; tokens are stored only encrypted.
+/// Implementations must make the `consume…` calls atomic: of two concurrent consumers of
+/// one value, exactly one wins.
+public protocol SessionStore: Sendable {
+    // MARK: Pending authorizations
+
+    /// Stores an authorization request under `state`.
+    func savePending(state: String, _ pending: PendingAuthorization) async throws
+    /// Removes and returns the request for `state` if it exists and has not expired.
+    func consumePending(state: String, now: Date) async throws -> PendingAuthorization?
+
+    // MARK: Sessions
+
+    /// Creates a session and returns its new identifier (≥ 128 bits from OpenSSL).
+    func createSession(ttl: TimeInterval, now: Date) async throws -> String
+    /// Gives the unexpired session whose identifier hashes to `idHash` a new identifier (no
+    /// fixation across logins; mobile hand-off); nil when there is no such session.
+    func rotateSession(idHash: String, ttl: TimeInterval, now: Date) async throws -> String?
+    /// The unexpired session with identifier `id`.
+    func findSession(id: String, now: Date) async throws -> SessionRecord?
+    /// Slides the session's expiry. Implementations may skip the write when the session was
+    /// touched recently, so that reads do not each cost a commit.
+    func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws
+    /// Deletes the session and its launches; returns the launches' tokens for revocation.
+    func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)]
+
+    // MARK: Launches and their tokens
+
+    /// Adds a launch (keyed by `launch.idHash`) with its tokens to the session.
+    func addLaunch(sessionID: String, _ launch: LaunchRecord, tokens: TokenSet) async throws
+    /// The session's launch `launchID`, or its most recent launch when `launchID` is nil.
+    func findLaunch(sessionID: String, launchID: String?) async throws -> LaunchRecord?
+    /// Deletes one launch of the session; returns its tokens for revocation.
+    func deleteLaunch(sessionID: String, launchHash: String) async throws -> TokenSet?
+    /// The launch's current tokens.
+    func tokens(launchHash: String) async throws -> TokenSet?
+    /// Runs `body` while holding the launch's token row lock (across processes), with the
+    /// tokens as they are now. If `body` returns new tokens, they are stored (version + 1)
+    /// before the lock is released. Used for single-flight refresh.
+    func withTokenLock<T: Sendable>(launchHash: String,
+                                    _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T
+
+    // MARK: Mobile hand-off
+
+    /// Stores a single-use hand-off code for the session `sessionHash`.
+    func saveHandoff(code: String, sessionHash: String, challenge: String, expiresAt: Date) async throws
+    /// Removes and returns (session hash, challenge) for an unexpired code.
+    func consumeHandoff(code: String, now: Date) async throws -> (sessionHash: String, challenge: String)?
+
+    // MARK: Audit and upkeep
+
+    /// Appends PHI access audit entries.
+    func appendAudit(_ entries: [AuditEntry]) async throws
+    /// Audit entries at or after `since`, oldest first.
+    func auditEntries(since: Date?) async throws -> [AuditEntry]
+    /// Deletes expired pending authorizations, hand-off codes and sessions, and audit entries
+    /// older than the retention; returns how many rows went.
+    func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int
+}

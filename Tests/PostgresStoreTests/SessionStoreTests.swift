@@ -1,0 +1,232 @@
+import BFFTesting
+import Cryptography
+import Foundation
+import PostgresStore
+import Sessions
+import Testing
+
+@Suite("PostgresSessionStore against a real PostgreSQL")
+struct SessionStoreTests {
+    let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded())
+
+    func pending(_ iss: String = "https://ehr.example/fhir") -> PendingAuthorization {
+        PendingAuthorization(iss: iss, codeVerifier: "verifier-\(UUID())", nonce: "nonce", launch: "L1", returnTo: "https://app.example/",
+                             handoffChallenge: nil, expiresAt: now.addingTimeInterval(600))
+    }
+
+    func tokens(_ access: String = "ACCESS-\(UUID())") -> TokenSet {
+        TokenSet(accessToken: access, refreshToken: "REFRESH-\(UUID())", idToken: "IDTOKEN-\(UUID())",
+                 accessTokenExpiresAt: now.addingTimeInterval(3600), responseJSON: #"{"access_token":"\#(access)"}"#)
+    }
+
+    func launch(_ patient: String = "p1") -> (id: String, record: LaunchRecord) {
+        let id = Identifier.make()
+        return (id, LaunchRecord(idHash: Identifier.hash(id), iss: "https://ehr.example/fhir", sub: "user-1", fhirUser: "Practitioner/1",
+                                 scope: "openid patient/*.rs", patient: patient, contextJSON: #"{"patient":"\#(patient)"}"#, createdAt: now))
+    }
+
+    @Test("a pending authorization is returned once, with its verifier decrypted")
+    func pendingOnce() async throws {
+        let db = try await TestDatabase.make()
+        let p = pending()
+        try await db.store.savePending(state: "state-1", p)
+        #expect(try await db.store.consumePending(state: "state-1", now: now) == p)
+        #expect(try await db.store.consumePending(state: "state-1", now: now) == nil)
+        #expect(try await db.store.consumePending(state: "unknown", now: now) == nil)
+    }
+
+    @Test("an expired state is refused")
+    func expiredState() async throws {
+        let db = try await TestDatabase.make()
+        var p = pending()
+        p.expiresAt = now.addingTimeInterval(-1)
+        try await db.store.savePending(state: "old", p)
+        #expect(try await db.store.consumePending(state: "old", now: now) == nil)
+    }
+
+    @Test("50 concurrent consumers of one state: exactly one wins")
+    func concurrentState() async throws {
+        let db = try await TestDatabase.make(poolSize: 16)
+        try await db.store.savePending(state: "contested", pending())
+        let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<50 { group.addTask { try await db.store.consumePending(state: "contested", now: now) != nil } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(wins == 1)
+    }
+
+    @Test("50 concurrent consumers of one hand-off code: exactly one wins")
+    func concurrentHandoff() async throws {
+        let db = try await TestDatabase.make(poolSize: 16)
+        let session = try await db.store.createSession(ttl: 600, now: now)
+        try await db.store.saveHandoff(code: "code-1", sessionHash: Identifier.hash(session), challenge: "c", expiresAt: now.addingTimeInterval(60))
+        let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<50 { group.addTask { try await db.store.consumeHandoff(code: "code-1", now: now) != nil } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(wins == 1)
+    }
+
+    @Test("sessions: create, find, rotate (old id dies, launches follow), expire, delete")
+    func sessionLifecycle() async throws {
+        let db = try await TestDatabase.make()
+        let id = try await db.store.createSession(ttl: 600, now: now)
+        let record = try #require(try await db.store.findSession(id: id, now: now))
+        #expect(record.idHash == Identifier.hash(id))
+        let l = launch()
+        try await db.store.addLaunch(sessionID: id, l.record, tokens: tokens())
+        let rotated = try #require(try await db.store.rotateSession(idHash: record.idHash, ttl: 600, now: now))
+        #expect(rotated != id)
+        #expect(try await db.store.findSession(id: id, now: now) == nil)
+        #expect(try await db.store.findLaunch(sessionID: rotated, launchID: nil)?.idHash == l.record.idHash)
+        #expect(try await db.store.findSession(id: rotated, now: now.addingTimeInterval(601)) == nil)
+        let revoked = try await db.store.deleteSession(id: rotated)
+        #expect(revoked.count == 1)
+        #expect(try await db.store.findSession(id: rotated, now: now) == nil)
+        #expect(try await db.store.tokens(launchHash: l.record.idHash) == nil)
+    }
+
+    @Test("launches: by id within the session only, most recent by default")
+    func launches() async throws {
+        let db = try await TestDatabase.make()
+        let a = try await db.store.createSession(ttl: 600, now: now)
+        let b = try await db.store.createSession(ttl: 600, now: now)
+        var first = launch("p1"), second = launch("p2")
+        second.record.createdAt = now.addingTimeInterval(1)
+        first.record.createdAt = now
+        try await db.store.addLaunch(sessionID: a, first.record, tokens: tokens())
+        try await db.store.addLaunch(sessionID: a, second.record, tokens: tokens())
+        #expect(try await db.store.findLaunch(sessionID: a, launchID: nil)?.patient == "p2")
+        #expect(try await db.store.findLaunch(sessionID: a, launchID: first.id)?.patient == "p1")
+        #expect(try await db.store.findLaunch(sessionID: b, launchID: first.id) == nil)
+        #expect(try await db.store.deleteLaunch(sessionID: b, launchHash: first.record.idHash) == nil)
+        #expect(try await db.store.deleteLaunch(sessionID: a, launchHash: first.record.idHash) != nil)
+        #expect(try await db.store.findLaunch(sessionID: a, launchID: first.id) == nil)
+    }
+
+    @Test("no table holds a raw session id, launch id, state or any plaintext token")
+    func nothingInTheClear() async throws {
+        let db = try await TestDatabase.make()
+        let session = try await db.store.createSession(ttl: 600, now: now)
+        let l = launch()
+        let t = tokens()
+        try await db.store.addLaunch(sessionID: session, l.record, tokens: t)
+        let p = pending()
+        try await db.store.savePending(state: "STATE-SECRET-123", p)
+        try await db.store.saveHandoff(code: "HANDOFF-SECRET-456", sessionHash: Identifier.hash(session), challenge: "ch", expiresAt: now.addingTimeInterval(60))
+        let dump = try await dumpAllTables(db.pool)
+        for secret in [session, l.id, "STATE-SECRET-123", "HANDOFF-SECRET-456", t.accessToken, t.refreshToken!, t.idToken!, p.codeVerifier] {
+            #expect(!dump.contains(secret), "found a secret in the dump")
+            #expect(!dump.contains(SHA256.hex(Array(secret.utf8))), "found a secret, hex-encoded, in the dump")
+        }
+        #expect(dump.contains(Identifier.hash(session)))
+        #expect(try await db.store.tokens(launchHash: l.record.idHash) == t)
+    }
+
+    @Test("a token ciphertext moved to another row or column, or with a flipped bit, does not open")
+    func ciphertextBinding() async throws {
+        let db = try await TestDatabase.make()
+        let session = try await db.store.createSession(ttl: 600, now: now)
+        let a = launch("p1"), b = launch("p2")
+        try await db.store.addLaunch(sessionID: session, a.record, tokens: tokens("A-TOKEN"))
+        try await db.store.addLaunch(sessionID: session, b.record, tokens: tokens("B-TOKEN"))
+        try await db.pool.query("UPDATE tokens SET access_token = (SELECT access_token FROM tokens WHERE launch_hash = \(a.record.idHash)) WHERE launch_hash = \(b.record.idHash)")
+        await #expect(throws: CryptoError.self) { try await db.store.tokens(launchHash: b.record.idHash) }
+        try await db.pool.query("UPDATE tokens SET access_token = refresh_token WHERE launch_hash = \(a.record.idHash)")
+        await #expect(throws: CryptoError.self) { try await db.store.tokens(launchHash: a.record.idHash) }
+        let c = launch("p3")
+        try await db.store.addLaunch(sessionID: session, c.record, tokens: tokens("C-TOKEN"))
+        try await db.pool.query("UPDATE tokens SET access_token = set_bit(access_token, 100, 1 - get_bit(access_token, 100)) WHERE launch_hash = \(c.record.idHash)")
+        await #expect(throws: CryptoError.self) { try await db.store.tokens(launchHash: c.record.idHash) }
+    }
+
+    @Test("SQL injection through every string input is stored verbatim", arguments: [
+        "'; DROP TABLE sessions; --", "\" OR 1=1 --", "$1", "\\x00'); DELETE FROM tokens; --", "Robert'); DROP TABLE launches;--",
+    ])
+    func injection(_ evil: String) async throws {
+        let db = try await TestDatabase.make()
+        let p = PendingAuthorization(iss: evil, codeVerifier: evil, nonce: evil, launch: evil, returnTo: evil, handoffChallenge: evil,
+                                     expiresAt: now.addingTimeInterval(600))
+        try await db.store.savePending(state: evil, p)
+        #expect(try await db.store.consumePending(state: evil, now: now) == p)
+        let session = try await db.store.createSession(ttl: 600, now: now)
+        let l = LaunchRecord(idHash: Identifier.hash(evil), iss: evil, sub: evil, fhirUser: evil, scope: evil, patient: evil,
+                             contextJSON: "{\"x\":\"\(evil.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))\"}", createdAt: now)
+        try await db.store.addLaunch(sessionID: session, l, tokens: tokens(evil))
+        #expect(try await db.store.findLaunch(sessionID: session, launchID: evil)?.sub == evil)
+        #expect(try await db.store.tokens(launchHash: l.idHash)?.accessToken == evil)
+        try await db.store.appendAudit([AuditEntry(at: now, launchHash: l.idHash, iss: evil, sub: evil, fhirUser: evil, patient: evil,
+                                                   method: "GET", pathAndQuery: evil, upstreamStatus: 200, bytes: 1)])
+        #expect(try await db.store.auditEntries(since: nil).first?.pathAndQuery == evil)
+        let tables = try await db.pool.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        #expect(try tables[0].int(0) == 7)
+    }
+
+    @Test("the sweeper deletes expired rows and audit entries past retention, and nothing else")
+    func sweep() async throws {
+        let db = try await TestDatabase.make()
+        var old = pending()
+        old.expiresAt = now.addingTimeInterval(-10)
+        try await db.store.savePending(state: "old", old)
+        try await db.store.savePending(state: "fresh", pending())
+        let stale = try await db.store.createSession(ttl: 1, now: now.addingTimeInterval(-100))
+        let live = try await db.store.createSession(ttl: 600, now: now)
+        let entry = { (at: Date) in AuditEntry(at: at, launchHash: "h", iss: "i", sub: "s", fhirUser: nil, patient: nil, method: "GET",
+                                                 pathAndQuery: "/Patient/1", upstreamStatus: 200, bytes: 10) }
+        try await db.store.appendAudit([entry(now.addingTimeInterval(-3 * 86_400)), entry(now)])
+        let removed = try await db.store.sweepExpired(now: now, auditRetentionDays: 2)
+        #expect(removed == 3)
+        #expect(try await db.store.consumePending(state: "fresh", now: now) != nil)
+        #expect(try await db.store.findSession(id: live, now: now) != nil)
+        #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(stale))").isEmpty)
+        #expect(try await db.store.auditEntries(since: nil).count == 1)
+    }
+
+    @Test("touch writes at most once per interval")
+    func touch() async throws {
+        let db = try await TestDatabase.make()
+        let id = try await db.store.createSession(ttl: 600, now: now)
+        let record = try #require(try await db.store.findSession(id: id, now: now))
+        try await db.store.touchSession(record, ttl: 600, now: now.addingTimeInterval(10))
+        #expect(try await db.store.findSession(id: id, now: now)?.lastSeenAt.timeIntervalSince1970.rounded() == now.timeIntervalSince1970.rounded())
+        try await db.store.touchSession(record, ttl: 600, now: now.addingTimeInterval(120))
+        let touched = try #require(try await db.store.findSession(id: id, now: now))
+        #expect(abs(touched.expiresAt.timeIntervalSince(now.addingTimeInterval(720))) < 1)
+    }
+
+    @Test("the token lock serialises refreshers and bumps the version")
+    func tokenLock() async throws {
+        let db = try await TestDatabase.make(poolSize: 16)
+        let session = try await db.store.createSession(ttl: 600, now: now)
+        let l = launch()
+        try await db.store.addLaunch(sessionID: session, l.record, tokens: tokens("v1"))
+        let refreshed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    try await db.store.withTokenLock(launchHash: l.record.idHash) { current in
+                        guard current.version == 1 else { return (nil, false) }
+                        try await Task.sleep(for: .milliseconds(50))
+                        var next = current
+                        next.accessToken = "v2"
+                        return (next, true)
+                    }
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(refreshed == 1)
+        let after = try #require(try await db.store.tokens(launchHash: l.record.idHash))
+        #expect(after.accessToken == "v2" && after.version == 2)
+    }
+
+    func dumpAllTables(_ pool: ConnectionPool) async throws -> String {
+        let tables = try await pool.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").map { try $0.string(0) }
+        var dump = ""
+        for table in tables {
+            // Table names come from the catalogue, not from input.
+            for row in try await pool.query("SELECT row_to_json(t)::text FROM \(raw: table) t") { dump += (row[0] ?? "") + "\n" }
+        }
+        // bytea columns appear as hex in JSON; also search the decoded bytes.
+        return dump
+    }
+}
