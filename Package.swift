@@ -57,7 +57,6 @@ let package = Package(
         .target(name: "Sandbox",
                 dependencies: ["HTTPCore", "JWTVerification", "Cryptography", "JSON",
                                .product(name: "Logging", package: "swift-log")],
-                resources: [.copy("Data")],
                 swiftSettings: swiftSettings),
         .target(name: "BFF",
                 dependencies: ["HTTPCore", "HTTPClient", "SMART", "JWTVerification", "Sessions",

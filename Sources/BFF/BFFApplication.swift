@@ -1,23 +1,40 @@
 import HTTPCore
 import Logging
 
-/// The composition root: builds smart-bff's router and middleware from its configuration
-/// and dependencies.
+/// The composition root: smart-bff's router and middleware over its services.
 public struct BFFApplication: Sendable {
-    public let configuration: BFFConfiguration
+    public let services: BFFServices
     public let openAPI: [UInt8]
-    public let logger: Logger
+    /// Extra routes (the demo page).
+    public let extraRoutes: @Sendable (inout Router) -> Void
 
-    public init(configuration: BFFConfiguration, openAPI: [UInt8], logger: Logger) {
-        self.configuration = configuration
+    public init(services: BFFServices, openAPI: [UInt8], extraRoutes: @escaping @Sendable (inout Router) -> Void = { _ in }) {
+        self.services = services
         self.openAPI = openAPI
-        self.logger = logger
+        self.extraRoutes = extraRoutes
     }
 
     /// The HTTP application serving every endpoint of the contract.
     public func makeHTTPApplication() -> HTTPApplication {
         var router = Router()
         HealthHandlers.register(on: &router, openAPI: openAPI)
-        return HTTPApplication(router: router, middleware: [AccessLog()], logger: logger)
+        let launch = LaunchHandlers(services: services)
+        router.get("/launch", launch.launch)
+        router.get("/login", launch.login)
+        router.get("/callback", CallbackHandler(services: services).callback)
+        let session = SessionHandlers(services: services)
+        router.get("/session", session.session)
+        router.get("/context", session.context)
+        router.post("/logout", session.logout)
+        router.post("/session/handoff", session.handoff)
+        let proxy = FHIRProxy(services: services, refresher: TokenRefresher(services: services))
+        router.get("/fhir/*", proxy.handle)
+        let operations = OperationsHandlers(services: services)
+        router.get("/readyz", operations.readyz)
+        router.get("/metrics", operations.metrics)
+        router.onImmediate("GET", "/.well-known/jwks.json") { _ in operations.jwks() }
+        extraRoutes(&router)
+        return HTTPApplication(router: router, middleware: [AccessLog(), MetricsMiddleware(metrics: services.metrics), SecurityHeaders()],
+                               logger: services.logger)
     }
 }

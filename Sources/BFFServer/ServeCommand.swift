@@ -15,16 +15,17 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(78) // EX_CONFIG
         }
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
-        let app = BFFApplication(configuration: configuration, openAPI: Resources.openAPI(), logger: logger)
-        var serverConfiguration = ServerConfiguration()
-        serverConfiguration.host = configuration.listenHost
-        serverConfiguration.port = configuration.listenPort
-        if let threads = ProcessInfo.processInfo.environment["BFF_IO_THREADS"].flatMap(Int.init), threads > 0 {
-            serverConfiguration.eventLoops = threads
+        var options = BFFRuntime.Options()
+        options.openAPI = Resources.openAPI()
+        let env = ProcessInfo.processInfo.environment
+        if let threads = env["BFF_IO_THREADS"].flatMap(Int.init), threads > 0 { options.server.eventLoops = threads }
+        if let size = env["BFF_DB_POOL_SIZE"].flatMap(Int.init), size > 0 { options.poolSize = size }
+        let runtime: BFFRuntime
+        do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {
+            logger.critical("start-up failed", metadata: ["error": .string(String(describing: error))])
+            throw ExitCode(1)
         }
-        let server = HTTPServer(configuration: serverConfiguration, application: app.makeHTTPApplication(), logger: logger)
-        try server.start()
         await SignalHandling.waitForTermination()
-        await server.shutdown(gracePeriod: .seconds(10))
+        await runtime.shutdown()
     }
 }

@@ -19,12 +19,11 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
     static let highWater = 1 << 20
     /// Asks the transfer to resume (set by the engine).
     let resume: @Sendable () -> Void
-    /// Cancels the transfer when the consumer stops early.
-    let cancel: @Sendable () -> Void
+    private let cancelTransfer: @Sendable () -> Void
 
     init(resume: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) {
         self.resume = resume
-        self.cancel = cancel
+        self.cancelTransfer = cancel
     }
 
     /// Called by the engine thread. Returns false when the transfer should pause.
@@ -95,5 +94,8 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
         return all
     }
 
-    deinit { cancel() }
+    /// Stops the transfer; the consumer will not read the rest.
+    public func cancel() { cancelTransfer() }
+
+    deinit { cancelTransfer() }
 }

@@ -98,6 +98,10 @@ public final class PostgresSessionStore: SessionStore {
         }
     }
 
+    public func deleteSession(ofLaunch launchHash: String) async throws {
+        try await pool.query("DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash))")
+    }
+
     // MARK: Launches
 
     public func addLaunch(sessionID: String, _ launch: LaunchRecord, tokens: TokenSet) async throws {

@@ -27,6 +27,9 @@ public protocol SessionStore: Sendable {
     /// Deletes the session and its launches; returns the launches' tokens for revocation.
     func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)]
 
+    /// Deletes the session that holds launch `launchHash` (its grant is gone).
+    func deleteSession(ofLaunch launchHash: String) async throws
+
     // MARK: Launches and their tokens
 
     /// Adds a launch (keyed by `launch.idHash`) with its tokens to the session.

@@ -59,7 +59,7 @@ struct PoolAndMigrationTests {
 
     @Test("database restarted while in use: fast, clear failures during the outage, then recovery without a new pool")
     func restart() async throws {
-        let cluster = try PostgresCluster.start()
+        let cluster = try PostgresCluster.startPrivate()
         defer { cluster.destroy() }
         let url = cluster.url()
         var configuration = ConnectionPool.Configuration()

@@ -1,0 +1,79 @@
+import Cryptography
+import Foundation
+import HTTPClient
+import HTTPCore
+import Logging
+import PostgresStore
+
+/// A running smart-bff: database pool (migrated), services, HTTP server and the sweeper.
+/// `smart-bff serve`, `smart-bff demo` and the tests all start it the same way.
+public final class BFFRuntime: Sendable {
+    public let services: BFFServices
+    public let server: HTTPServer
+    public let pool: ConnectionPool
+    private let sweeper: Task<Void, Never>
+
+    /// The bound port.
+    public var port: Int { server.port }
+
+    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Task<Void, Never>) {
+        self.services = services
+        self.server = server
+        self.pool = pool
+        self.sweeper = sweeper
+    }
+
+    public struct Options: Sendable {
+        public var migrationsDirectory: URL?
+        public var openAPI: [UInt8] = []
+        public var server = ServerConfiguration()
+        public var poolSize = 16
+        public var http = HTTPClient.Configuration()
+        public var now: @Sendable () -> Date = { Date() }
+        public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
+        public init() {}
+    }
+
+    /// Connects, migrates, and starts serving on `configuration.listenHost:listenPort`
+    /// (or `options.server`'s port when the configuration's is 0).
+    public static func start(configuration: BFFConfiguration, options: Options, logger: Logger) async throws -> BFFRuntime {
+        var poolConfiguration = ConnectionPool.Configuration()
+        poolConfiguration.size = options.poolSize
+        let pool = ConnectionPool(url: configuration.databaseURL.value, configuration: poolConfiguration)
+        guard let directory = options.migrationsDirectory ?? Migrator.locateDirectory() else {
+            throw StartError(message: "migrations/ not found (set BFF_MIGRATIONS_DIR)")
+        }
+        let migrator = try Migrator(directory: directory)
+        let applied = try await migrator.migrate(pool)
+        if !applied.isEmpty { logger.info("migrations applied", metadata: ["db.migrations": .string(applied.map(String.init).joined(separator: ","))]) }
+        let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: configuration.tokenKey.value))
+        let services = try BFFServices(configuration: configuration, store: store, http: HTTPClient(configuration: options.http),
+                                       readiness: Readiness(pool: pool, migrator: migrator), now: options.now, logger: logger)
+        let app = BFFApplication(services: services, openAPI: options.openAPI, extraRoutes: options.extraRoutes)
+        var serverConfiguration = options.server
+        serverConfiguration.host = configuration.listenHost
+        serverConfiguration.port = configuration.listenPort
+        let server = HTTPServer(configuration: serverConfiguration, application: app.makeHTTPApplication(), logger: logger)
+        try server.start()
+        let retention = configuration.auditRetentionDays
+        let sweeper = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(60))
+                if let removed = try? await store.sweepExpired(now: services.now(), auditRetentionDays: retention), removed > 0 {
+                    logger.debug("swept expired rows", metadata: ["db.rows": .stringConvertible(removed)])
+                }
+            }
+        }
+        return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper)
+    }
+
+    /// Graceful stop: drain HTTP, flush the audit buffer, close the pool.
+    public func shutdown(gracePeriod: Duration = .seconds(10)) async {
+        await server.shutdown(gracePeriod: gracePeriod)
+        sweeper.cancel()
+        await services.audit.flush()
+        pool.close()
+    }
+
+    struct StartError: Error, CustomStringConvertible { let message: String; var description: String { message } }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import HTTPClient
+import JWTVerification
+import Logging
+import PostgresStore
+import SMART
+import Sessions
+
+/// Everything the handlers share, built once at the composition root.
+public final class BFFServices: Sendable {
+    public let configuration: BFFConfiguration
+    public let store: any SessionStore
+    public let metadata: EHRMetadata
+    public let tokenClient: TokenClient
+    public let idTokens: IDTokenValidator
+    public let jwks: JWKSCache
+    public let http: HTTPClient
+    public let cookie: SessionCookie
+    public let returnPolicy: ReturnToPolicy
+    public let registrations: [String: IssuerRegistration]
+    public let clientKeys: [String: ClientSigningKey]
+    public let metrics: Metrics
+    public let audit: AuditWriter
+    public let readiness: Readiness
+    /// The current time; tests move it.
+    public let now: @Sendable () -> Date
+    public let logger: Logger
+
+    public init(configuration: BFFConfiguration, store: any SessionStore, http: HTTPClient, readiness: Readiness,
+                now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) throws {
+        self.configuration = configuration
+        self.store = store
+        self.http = http
+        self.readiness = readiness
+        self.now = now
+        self.logger = logger
+        metadata = EHRMetadata(client: http)
+        tokenClient = TokenClient(client: http)
+        let metadata = self.metadata
+        jwks = JWKSCache { url in
+            let response = try await http.execute(HTTPClientRequest(url: url, headers: [("Accept", "application/json")]))
+            guard response.status == 200 else { throw SMARTError(.discovery, "JWKS answered HTTP \(response.status)") }
+            _ = metadata
+            return response.body
+        }
+        idTokens = IDTokenValidator(jwks: jwks, now: now)
+        cookie = SessionCookie(secure: configuration.isSecure, sameSiteNone: configuration.cookieSameSite == .none)
+        returnPolicy = ReturnToPolicy(publicURL: configuration.publicURL, allowed: configuration.returnOrigins)
+        var registrations: [String: IssuerRegistration] = [:]
+        var keys: [String: ClientSigningKey] = [:]
+        for registration in configuration.issuers {
+            registrations[registration.iss] = registration
+            if let pem = registration.privateKeyPEM {
+                keys[registration.iss] = try ClientSigningKey(pem: pem.value)
+            }
+        }
+        self.registrations = registrations
+        clientKeys = keys
+        metrics = Metrics()
+        audit = AuditWriter(store: store, logger: logger)
+    }
+
+    /// The registration for `iss` (trailing slashes ignored), or nil: unknown issuers are
+    /// refused before any network call.
+    public func registration(for iss: String) -> IssuerRegistration? {
+        registrations[IssuerRegistration.normalize(iss)]
+    }
+
+    /// How smart-bff authenticates to this EHR's token endpoint.
+    func authentication(for registration: IssuerRegistration) -> ClientAuthentication {
+        if let key = clientKeys[registration.iss], let kid = registration.privateKeyID { return .privateKeyJWT(key: key, keyID: kid) }
+        if let secret = registration.clientSecret { return .secretBasic(secret: secret.value) }
+        return .none
+    }
+}

@@ -1,0 +1,141 @@
+import Cryptography
+import Foundation
+import HTTPCore
+import JSON
+import JWTVerification
+import SMART
+import Sessions
+
+/// `GET /callback`: consumes `state` once, checks the RFC 9207 issuer, exchanges the code,
+/// validates the ID token, and starts a launch in a (new or rotated) session. No session
+/// and no cookie on any failure.
+struct CallbackHandler: Sendable {
+    let services: BFFServices
+    static let handoffLifetime: TimeInterval = 60
+
+    func callback(_ request: Request) async throws -> Response {
+        guard let state = request.queryParameter("state"), !state.isEmpty, state.utf8.count <= 512 else {
+            throw Problems.badRequest("The state parameter is missing.", type: "invalid-state")
+        }
+        guard let pending = try await services.store.consumePending(state: state, now: services.now()) else {
+            throw Problems.badRequest("Unknown, expired or already used state.", type: "invalid-state")
+        }
+        guard let registration = services.registration(for: pending.iss) else {
+            throw Problems.badRequest("The issuer is no longer registered.", type: "unknown-issuer")
+        }
+        let configuration: SMARTConfiguration
+        do { configuration = try await services.metadata.configuration(for: registration.iss) } catch {
+            throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "EHR discovery failed: \(error.detail)")
+        }
+        try checkIssuerParameter(request.queryParameter("iss"), configuration: configuration, registration: registration)
+        if let error = request.queryParameter("error") {
+            let description = CallbackHandler.printable(request.queryParameter("error_description") ?? "", limit: 300)
+            throw HTTPError(.forbidden, type: Problems.base + "authorization-denied", title: "The EHR did not authorize the app",
+                            detail: CallbackHandler.printable(error, limit: 64) + (description.isEmpty ? "" : ": " + description))
+        }
+        guard let code = request.queryParameter("code"), !code.isEmpty else { throw Problems.badRequest("The code parameter is missing.") }
+
+        let tokens: TokenResponse
+        do {
+            tokens = try await services.tokenClient.exchange(
+                code: code, verifier: pending.codeVerifier, redirectURI: services.configuration.redirectURI,
+                clientID: registration.clientID, authentication: services.authentication(for: registration),
+                tokenEndpoint: configuration.tokenEndpoint)
+        } catch {
+            throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "Code exchange failed: \(error.detail)")
+        }
+        let identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)
+        return try await startSession(request, pending: pending, registration: registration, tokens: tokens, identity: identity)
+    }
+
+    /// RFC 9207: `iss` must be the authorization server's issuer when present, and must be
+    /// present when the server says it sends it.
+    private func checkIssuerParameter(_ iss: String?, configuration: SMARTConfiguration, registration: IssuerRegistration) throws {
+        let expected = configuration.issuer ?? registration.iss
+        if let iss {
+            guard IssuerRegistration.normalize(iss) == IssuerRegistration.normalize(expected) else {
+                throw Problems.badRequest("The authorization response came from another issuer (RFC 9207).", type: "issuer-mismatch")
+            }
+        } else if configuration.issParameterSupported {
+            throw Problems.badRequest("The authorization response lacks the iss parameter the EHR promises (RFC 9207).", type: "issuer-mismatch")
+        }
+    }
+
+    private func validateIdentity(_ tokens: TokenResponse, pending: PendingAuthorization, configuration: SMARTConfiguration,
+                                  registration: IssuerRegistration) async throws -> IDTokenClaims? {
+        let scope = tokens.scope ?? (pending.launch == nil ? registration.standaloneScope : registration.scope)
+        guard AuthorizationRequest.hasScope(scope, "openid") || tokens.idToken != nil else { return nil }
+        guard let idToken = tokens.idToken else {
+            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR returned no ID token.")
+        }
+        guard let jwksURL = configuration.jwksURI else {
+            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR publishes no JWKS.")
+        }
+        do {
+            let claims = try await services.idTokens.validate(idToken, issuer: configuration.issuer ?? registration.iss,
+                                                               clientID: registration.clientID, nonce: pending.nonce, jwksURL: jwksURL)
+            await services.metadata.recordJWKS(registration.iss, "ok")
+            return claims
+        } catch {
+            if error.kind == .jwksUnavailable { await services.metadata.recordJWKS(registration.iss, "failed: unreachable") }
+            services.logger.info("ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.reason)])
+            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: error.description)
+        }
+    }
+
+    private func startSession(_ request: Request, pending: PendingAuthorization, registration: IssuerRegistration,
+                              tokens: TokenResponse, identity: IDTokenClaims?) async throws -> Response {
+        let now = services.now()
+        let ttl = TimeInterval(services.configuration.sessionTTL)
+        let launchID = Identifier.make()
+        let fhirUser = identity?.fhirUser
+        let launch = LaunchRecord(idHash: Identifier.hash(launchID), iss: registration.iss, sub: identity?.subject ?? "",
+                                  fhirUser: fhirUser, scope: tokens.scope ?? "", patient: tokens.patient,
+                                  contextJSON: CallbackHandler.context(tokens, fhirUser: fhirUser).serialized(), createdAt: now)
+        let tokenSet = TokenSet(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
+                                accessTokenExpiresAt: tokens.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
+                                responseJSON: tokens.raw.serialized())
+
+        if let challenge = pending.handoffChallenge {
+            // Mobile: a fresh session, reachable only through a one-time hand-off code.
+            let sessionID = try await services.store.createSession(ttl: ttl, now: now)
+            try await services.store.addLaunch(sessionID: sessionID, launch, tokens: tokenSet)
+            let code = SecureRandom.token(bytes: 32)
+            try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
+                                                 expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
+            return noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("handoff", code)])))
+        }
+        // Browser: a new session identifier at every login (no fixation); earlier launches of
+        // a live session carry over, so two tabs can hold two launches.
+        var sessionID: String?
+        if let existing = services.cookie.read(from: request),
+           let session = try await services.store.findSession(id: existing, now: now) {
+            sessionID = try await services.store.rotateSession(idHash: session.idHash, ttl: ttl, now: now)
+        }
+        let id: String
+        if let sessionID { id = sessionID } else { id = try await services.store.createSession(ttl: ttl, now: now) }
+        try await services.store.addLaunch(sessionID: id, launch, tokens: tokenSet)
+        var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
+        response.headers.add("Set-Cookie", services.cookie.set(id))
+        return response
+    }
+
+    /// The SMART launch context a front end may see (never a token).
+    static func context(_ t: TokenResponse, fhirUser: String?) -> JSONValue {
+        func opt(_ s: String?) -> JSONValue { s.map { .string($0) } ?? .null }
+        return ["patient": opt(t.patient), "encounter": opt(t.encounter), "fhirUser": opt(fhirUser),
+                "need_patient_banner": t.needPatientBanner.map { .bool($0) } ?? .null, "smart_style_url": opt(t.smartStyleURL),
+                "intent": opt(t.intent), "tenant": opt(t.tenant), "fhirContext": t.fhirContext ?? .null]
+    }
+
+    /// Text from the EHR for a problem detail: printable ASCII only, bounded.
+    static func printable(_ s: String, limit: Int) -> String {
+        String(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(limit).map(Character.init))
+    }
+
+    private func noStore(_ response: Response) -> Response {
+        var r = response
+        r.headers.replace("Cache-Control", "no-store")
+        return r
+    }
+}

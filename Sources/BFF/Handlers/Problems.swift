@@ -1,0 +1,28 @@
+import HTTPCore
+
+/// The problem types smart-bff answers with (RFC 9457 `type` URIs).
+enum Problems {
+    static let base = "https://smart-bff.dev/problems/"
+
+    static func badRequest(_ detail: String, type: String = "invalid-request") -> HTTPError {
+        HTTPError(.badRequest, type: base + type, detail: detail)
+    }
+
+    static func unauthenticated(_ detail: String = "No valid session.") -> HTTPError {
+        HTTPError(.unauthorized, type: base + "no-session", detail: detail)
+    }
+
+    static func sessionEnded() -> HTTPError {
+        HTTPError(.unauthorized, type: base + "session-ended", title: "Session ended",
+                  detail: "The EHR no longer accepts this session's grant; sign in again.")
+    }
+
+    static func csrf() -> HTTPError {
+        HTTPError(.forbidden, type: base + "csrf", title: "Missing X-CSRF header",
+                  detail: "Requests authenticated by the session cookie must send the header X-CSRF: 1.")
+    }
+
+    static func upstream(_ status: HTTPStatus, _ detail: String) -> HTTPError {
+        HTTPError(status, type: base + (status.code == 504 ? "upstream-timeout" : "upstream-unavailable"), detail: detail)
+    }
+}

@@ -1,0 +1,108 @@
+import Cryptography
+import Foundation
+import HTTPCore
+import JSON
+import SMART
+import Sessions
+
+/// `/session`, `/context`, `/logout` and `/session/handoff`: what the front end may know
+/// about its session, and how it ends.
+struct SessionHandlers: Sendable {
+    let services: BFFServices
+    var resolver: SessionResolver { SessionResolver(services: services) }
+
+    func session(_ request: Request) async throws -> Response {
+        let resolved = try await resolver.resolve(request)
+        let launch = resolved.launch!
+        func opt(_ s: String?) -> JSONValue { s.map { .string($0) } ?? .null }
+        let body: JSONValue = [
+            "iss": .string(launch.iss), "sub": .string(launch.sub), "fhirUser": opt(launch.fhirUser), "scope": .string(launch.scope),
+            "patient": opt(launch.patient), "expires_at": .string(SessionHandlers.timestamp(resolved.session.expiresAt)),
+        ]
+        return SessionHandlers.noStore(.json(body.bytes))
+    }
+
+    func context(_ request: Request) async throws -> Response {
+        let resolved = try await resolver.resolve(request)
+        return SessionHandlers.noStore(.json(Array(resolved.launch!.contextJSON.utf8)))
+    }
+
+    /// Ends the launch named by `X-BFF-Launch`, or the whole session; revokes its tokens at
+    /// the EHR when it has a revocation endpoint. Logs out locally even when revocation fails.
+    func logout(_ request: Request) async throws -> Response {
+        var response = Response(status: .noContent)
+        response.headers.replace("Cache-Control", "no-store")
+        let resolved: ResolvedSession
+        do { resolved = try await resolver.resolve(request, requireLaunch: false) } catch let error as HTTPError where error.status.code == 401 {
+            if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
+            return response
+        }
+        var ended: [(LaunchRecord, TokenSet)] = []
+        if request.headers["X-BFF-Launch"] != nil, let launch = resolved.launch {
+            if let tokens = try await services.store.deleteLaunch(sessionID: resolved.sessionID, launchHash: launch.idHash) {
+                ended.append((launch, tokens))
+            }
+        } else {
+            ended = try await services.store.deleteSession(id: resolved.sessionID)
+            if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
+        }
+        for (launch, tokens) in ended { await revoke(tokens, iss: launch.iss) }
+        return response
+    }
+
+    private func revoke(_ tokens: TokenSet, iss: String) async {
+        guard let registration = services.registration(for: iss),
+              let configuration = try? await services.metadata.configuration(for: iss),
+              let endpoint = configuration.revocationEndpoint else { return }
+        let pairs = [(tokens.refreshToken, "refresh_token"), (tokens.accessToken as String?, "access_token")]
+        for case let (token?, hint) in pairs {
+            do {
+                try await services.tokenClient.revoke(token: token, hint: hint, clientID: registration.clientID,
+                                                      authentication: services.authentication(for: registration),
+                                                      revocationEndpoint: endpoint)
+            } catch {
+                services.logger.warning("token revocation failed", metadata: ["smart.iss": .string(iss), "error.detail": .string(error.detail)])
+            }
+        }
+    }
+
+    /// `POST /session/handoff`: trades a one-time code and its PKCE-style verifier for a
+    /// session token. A wrong verifier burns the code (and its session).
+    func handoff(_ request: Request) async throws -> Response {
+        guard request.headers["Content-Type"]?.lowercased().hasPrefix("application/json") == true else {
+            throw HTTPError(.unsupportedMediaType, detail: "Send application/json.")
+        }
+        guard let body = try? JSONParser.parse(request.body), let code = body["handoff"]?.stringValue,
+              let verifier = body["handoff_verifier"]?.stringValue, (43...128).contains(verifier.utf8.count), code.utf8.count <= 256 else {
+            throw Problems.badRequest("Expected {\"handoff\": code, \"handoff_verifier\": verifier}.")
+        }
+        guard let (sessionHash, challenge) = try await services.store.consumeHandoff(code: code, now: services.now()) else {
+            throw Problems.badRequest("Unknown, expired or already used hand-off code.", type: "invalid-handoff")
+        }
+        guard constantTimeEquals(Array(PKCE.challenge(for: verifier).utf8), Array(challenge.utf8)) else {
+            if let id = try await services.store.rotateSession(idHash: sessionHash, ttl: 1, now: services.now()) {
+                _ = try await services.store.deleteSession(id: id)
+            }
+            throw Problems.badRequest("The hand-off verifier does not match.", type: "invalid-handoff")
+        }
+        let ttl = TimeInterval(services.configuration.sessionTTL)
+        guard let token = try await services.store.rotateSession(idHash: sessionHash, ttl: ttl, now: services.now()) else {
+            throw Problems.badRequest("The session of this hand-off has ended.", type: "invalid-handoff")
+        }
+        let body2: JSONValue = ["session_token": .string(token),
+                                "expires_at": .string(SessionHandlers.timestamp(services.now().addingTimeInterval(ttl)))]
+        return SessionHandlers.noStore(.json(body2.bytes))
+    }
+
+    static func noStore(_ response: Response) -> Response {
+        var r = response
+        r.headers.replace("Cache-Control", "no-store")
+        return r
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime]
+        return f.string(from: date)
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import HTTPCore
+import Sessions
+
+/// The session and launch a front-end request acts for.
+struct ResolvedSession: Sendable {
+    /// The raw session identifier (from the cookie or the bearer session token).
+    let sessionID: String
+    let session: SessionRecord
+    let launch: LaunchRecord?
+}
+
+/// Finds the session of a request: `Authorization: Bearer <session token>` (mobile, no CSRF
+/// header needed) or the session cookie (then `X-CSRF: 1` is required). `X-BFF-Launch`
+/// selects the launch; without it the session's most recent launch is used.
+struct SessionResolver: Sendable {
+    let services: BFFServices
+
+    func resolve(_ request: Request, requireLaunch: Bool = true) async throws -> ResolvedSession {
+        let sessionID: String
+        if let authorization = request.headers["Authorization"] {
+            guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { throw Problems.unauthenticated() }
+            sessionID = String(authorization.dropFirst(7))
+        } else if let cookie = services.cookie.read(from: request) {
+            guard request.headers["X-CSRF"] == "1" else { throw Problems.csrf() }
+            sessionID = cookie
+        } else {
+            throw Problems.unauthenticated()
+        }
+        guard sessionID.utf8.count <= 128, let session = try await services.store.findSession(id: sessionID, now: services.now()) else {
+            throw Problems.unauthenticated()
+        }
+        let launchID = request.headers["X-BFF-Launch"]
+        if let launchID, launchID.isEmpty || launchID.utf8.count > 128 { throw Problems.unauthenticated("Unknown launch.") }
+        let launch = try await services.store.findLaunch(sessionID: sessionID, launchID: launchID)
+        if launch == nil && (requireLaunch || launchID != nil) { throw Problems.unauthenticated(launchID == nil ? "No valid session." : "Unknown launch.") }
+        try? await services.store.touchSession(session, ttl: TimeInterval(services.configuration.sessionTTL), now: services.now())
+        return ResolvedSession(sessionID: sessionID, session: session, launch: launch)
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import HTTPCore
+import Synchronization
+
+/// Prometheus metrics: requests by route and status, latency histograms, upstream latency
+/// and errors, refreshes, database errors. Rendered in the text exposition format.
+public final class Metrics: Sendable {
+    struct Histogram {
+        static let bounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+        var buckets = [Int](repeating: 0, count: Histogram.bounds.count)
+        var count = 0
+        var sum = 0.0
+
+        mutating func observe(_ seconds: Double) {
+            for (i, bound) in Histogram.bounds.enumerated() where seconds <= bound { buckets[i] += 1 }
+            count += 1
+            sum += seconds
+        }
+    }
+
+    struct State {
+        var requests: [String: [Int: Int]] = [:]
+        var latency: [String: Histogram] = [:]
+        var upstream = Histogram()
+        var upstreamErrors: [String: Int] = [:]
+        var refreshes: [String: Int] = [:]
+        var databaseErrors = 0
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public func recordRequest(route: String, status: Int, seconds: Double) {
+        state.withLock { s in
+            s.requests[route, default: [:]][status, default: 0] += 1
+            s.latency[route, default: Histogram()].observe(seconds)
+        }
+    }
+
+    public func recordUpstream(seconds: Double) { state.withLock { $0.upstream.observe(seconds) } }
+    public func recordUpstreamError(_ kind: String) { state.withLock { $0.upstreamErrors[kind, default: 0] += 1 } }
+    public func recordRefresh(_ outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
+    public func recordDatabaseError() { state.withLock { $0.databaseErrors += 1 } }
+
+    /// The exposition text, with gauges supplied by the caller.
+    public func render(activeSessions: Int?, pool: (open: Int, inUse: Int)?) -> String {
+        let s = state.withLock { $0 }
+        var out = ""
+        out += "# HELP bff_http_requests_total HTTP requests by route and status.\n# TYPE bff_http_requests_total counter\n"
+        for route in s.requests.keys.sorted() {
+            for status in s.requests[route]!.keys.sorted() {
+                out += "bff_http_requests_total{route=\"\(Metrics.escape(route))\",status=\"\(status)\"} \(s.requests[route]![status]!)\n"
+            }
+        }
+        out += "# HELP bff_http_request_duration_seconds Time to answer (to the response head).\n# TYPE bff_http_request_duration_seconds histogram\n"
+        for route in s.latency.keys.sorted() {
+            out += Metrics.histogram("bff_http_request_duration_seconds", s.latency[route]!, labels: "route=\"\(Metrics.escape(route))\"")
+        }
+        out += "# HELP bff_upstream_duration_seconds FHIR upstream time to response head.\n# TYPE bff_upstream_duration_seconds histogram\n"
+        out += Metrics.histogram("bff_upstream_duration_seconds", s.upstream, labels: nil)
+        out += "# HELP bff_upstream_errors_total FHIR upstream failures by kind.\n# TYPE bff_upstream_errors_total counter\n"
+        for kind in s.upstreamErrors.keys.sorted() { out += "bff_upstream_errors_total{kind=\"\(kind)\"} \(s.upstreamErrors[kind]!)\n" }
+        out += "# HELP bff_token_refreshes_total Access token refreshes by outcome.\n# TYPE bff_token_refreshes_total counter\n"
+        for outcome in s.refreshes.keys.sorted() { out += "bff_token_refreshes_total{outcome=\"\(outcome)\"} \(s.refreshes[outcome]!)\n" }
+        out += "# HELP bff_database_errors_total Failed database operations.\n# TYPE bff_database_errors_total counter\n"
+        out += "bff_database_errors_total \(s.databaseErrors)\n"
+        if let activeSessions {
+            out += "# HELP bff_active_sessions Unexpired sessions.\n# TYPE bff_active_sessions gauge\nbff_active_sessions \(activeSessions)\n"
+        }
+        if let pool {
+            out += "# HELP bff_db_pool_connections Database pool connections by state.\n# TYPE bff_db_pool_connections gauge\n"
+            out += "bff_db_pool_connections{state=\"open\"} \(pool.open)\nbff_db_pool_connections{state=\"in_use\"} \(pool.inUse)\n"
+        }
+        return out
+    }
+
+    static func histogram(_ name: String, _ h: Histogram, labels: String?) -> String {
+        let prefix = labels.map { $0 + "," } ?? ""
+        var out = ""
+        for (i, bound) in Histogram.bounds.enumerated() { out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(h.buckets[i])\n" }
+        out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(h.count)\n"
+        let suffix = labels.map { "{\($0)}" } ?? ""
+        out += "\(name)_sum\(suffix) \(h.sum)\n\(name)_count\(suffix) \(h.count)\n"
+        return out
+    }
+
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+    }
+}
+
+/// Records every request in `Metrics`.
+struct MetricsMiddleware: Middleware {
+    let metrics: Metrics
+
+    func prepare(_ request: inout Request) throws -> Response? {
+        if request.startedAt == nil { request.startedAt = ContinuousClock.now }
+        return nil
+    }
+
+    func finish(_ request: Request, _ response: inout Response) {
+        let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        metrics.recordRequest(route: request.route ?? "unmatched", status: response.status.code, seconds: seconds)
+    }
+}

@@ -1,0 +1,47 @@
+/// Checks a `/fhir/{path}?{query}` request before anything goes upstream. It refuses
+/// rather than normalises: `..`, encoded slashes, dots or backslashes, `//`, `@`, NUL and
+/// other control bytes, absolute URLs and over-long queries are 400.
+enum FHIRPath {
+    static let maxPath = 2048
+    static let maxQuery = 4096
+
+    /// Why the path or query is refused, or nil when it is safe.
+    static func problem(path: String, query: String?) -> String? {
+        guard !path.isEmpty else { return "A FHIR path is required." }
+        guard path.utf8.count <= maxPath else { return "The path is too long." }
+        if let query, query.utf8.count > maxQuery { return "The query is too long." }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        for segment in segments {
+            guard !segment.isEmpty else { return "Empty path segments (//) are not allowed." }
+            guard segment != "." && segment != ".." else { return "Dot segments are not allowed." }
+            guard segment.utf8.allSatisfy(isSegmentByte) else { return "The path holds characters a FHIR path does not." }
+        }
+        if let query {
+            guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return "The query holds control or non-ASCII bytes." }
+            guard !containsEncoded(query, ["%00", "%0a", "%0d"]) else { return "The query holds encoded control bytes." }
+        }
+        return nil
+    }
+
+    /// Letters, digits and `-._$:` (FHIR types, ids, `$operations`, `_history`). No `%`, so
+    /// no encoded slash, dot or backslash can reach the EHR; no `@`, `\` or `:` tricks
+    /// matter because the target is always `{iss}/` + path.
+    static func isSegmentByte(_ b: UInt8) -> Bool {
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "$"): return true
+        default: return false
+        }
+    }
+
+    static func containsEncoded(_ s: String, _ needles: [String]) -> Bool {
+        let lower = s.lowercased()
+        return needles.contains { lower.contains($0) }
+    }
+
+    /// The resource type a path reads (`Observation` in `Observation/1`), or nil for
+    /// server-level paths such as `metadata`.
+    static func resourceType(_ path: String) -> String? {
+        guard let first = path.split(separator: "/").first, let c = first.first, c.isUppercase else { return nil }
+        return String(first)
+    }
+}

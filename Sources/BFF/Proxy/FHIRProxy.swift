@@ -1,0 +1,117 @@
+import Foundation
+import HTTPClient
+import HTTPCore
+import SMART
+import Sessions
+
+/// `GET`/`HEAD /fhir/{path}?{query}`: the EHR's response to `{iss}/{path}?{query}` with the
+/// launch's bearer token. Only `Accept`, `If-None-Match` and `If-Modified-Since` of the
+/// browser's request go upstream; only status, body, `Content-Type`, `ETag`,
+/// `Last-Modified` and a rewritten `Location` come back, with `Cache-Control: no-store`.
+/// Bodies stream through; a truncated upstream body ends the connection, never a clean 200.
+struct FHIRProxy: Sendable {
+    let services: BFFServices
+    let refresher: TokenRefresher
+
+    func handle(_ request: Request) async throws -> Response {
+        let path = request.pathParameters["*"] ?? ""
+        if let problem = FHIRPath.problem(path: path, query: request.query) { throw Problems.badRequest(problem, type: "unsafe-fhir-path") }
+        let resolved = try await SessionResolver(services: services).resolve(request)
+        let launch = resolved.launch!
+        try checkScopes(launch, path: path, request: request)
+
+        var tokens = try await refresher.tokens(for: launch)
+        let url = launch.iss + "/" + path + (request.query.map { "?" + $0 } ?? "")
+        var upstream = try await send(request, url: url, token: tokens.accessToken)
+        if upstream.status == 401 {
+            // Once: the EHR may have ended the token early.
+            tokens = try await refresher.tokens(for: launch, staleVersion: tokens.version)
+            upstream.body.cancel()
+            upstream = try await send(request, url: url, token: tokens.accessToken)
+        }
+        return respond(upstream, request: request, launch: launch)
+    }
+
+    private func checkScopes(_ launch: LaunchRecord, path: String, request: Request) throws {
+        guard let type = FHIRPath.resourceType(path) else { return }
+        let interaction: SMARTScopes.Interaction = path.split(separator: "/").count == 1 ? .search : .read
+        guard SMARTScopes(launch.scope).allows(type, interaction, query: request.queryItems) else {
+            throw HTTPError(.forbidden, type: Problems.base + "scope", title: "Outside the granted scopes",
+                            detail: "The launch's scopes do not allow \(interaction == .search ? "searching" : "reading") \(type).")
+        }
+    }
+
+    private func send(_ request: Request, url: String, token: String) async throws -> HTTPClientStreamingResponse {
+        var headers = [("Authorization", "Bearer " + token), ("Accept", request.headers["Accept"] ?? "application/fhir+json")]
+        for name in ["If-None-Match", "If-Modified-Since"] {
+            if let value = request.headers[name] { headers.append((name, value)) }
+        }
+        let started = ContinuousClock.now
+        do {
+            let response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers))
+            let elapsed = ContinuousClock.now - started
+            services.metrics.recordUpstream(seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            return response
+        } catch {
+            services.metrics.recordUpstreamError(error.isTimeout ? "timeout" : "unreachable")
+            if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
+            throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
+        }
+    }
+
+    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord) -> Response {
+        var response = Response(status: HTTPStatus(code: upstream.status))
+        for name in ["Content-Type", "ETag", "Last-Modified"] {
+            if let value = upstream.header(name) { response.headers.add(name, value) }
+        }
+        let publicBase = services.configuration.publicURL + "/fhir"
+        if let location = upstream.header("Location") {
+            response.headers.add("Location", URLRewriter.rewrite(url: location, from: launch.iss, to: publicBase))
+        }
+        response.headers.replace("Cache-Control", "no-store")
+        let contentType = upstream.header("Content-Type")?.lowercased() ?? ""
+        let rewrite = contentType.contains("json")
+        let declared = upstream.header("Content-Length").flatMap(Int.init)
+        let audit = auditRecorder(request: request, launch: launch, status: upstream.status)
+        let body = upstream.body, iss = launch.iss
+        let bodyless = request.method == "HEAD" || upstream.status == 204 || upstream.status == 304
+        if bodyless {
+            body.cancel()
+            audit(0)
+            // HEAD keeps the upstream length (when the body would not be rewritten); no bytes follow.
+            response.body = .stream(length: request.method == "HEAD" && !rewrite ? declared : nil) { _ in }
+            return response
+        }
+        response.body = .stream(length: rewrite ? nil : declared) { writer in
+            var rewriter = URLRewriter(from: iss, to: publicBase)
+            var bytes: Int64 = 0
+            do {
+                for try await chunk in body {
+                    bytes += Int64(chunk.count)
+                    try await writer.write(rewrite ? rewriter.rewrite(chunk) : chunk)
+                }
+                if rewrite { try await writer.write(rewriter.finish()) }
+                audit(bytes)
+            } catch {
+                body.cancel()
+                audit(bytes)
+                throw error // the connection closes without completing the message
+            }
+        }
+        return response
+    }
+
+    /// Records the PHI access audit entry once the body is through.
+    private func auditRecorder(request: Request, launch: LaunchRecord, status: Int) -> @Sendable (Int64) -> Void {
+        let entry = AuditEntry(at: services.now(), launchHash: launch.idHash, iss: launch.iss, sub: launch.sub, fhirUser: launch.fhirUser,
+                               patient: launch.patient, method: request.method,
+                               pathAndQuery: "/" + (request.pathParameters["*"] ?? "") + (request.query.map { "?" + $0 } ?? ""),
+                               upstreamStatus: status, bytes: 0)
+        let writer = services.audit
+        return { bytes in
+            var e = entry
+            e.bytes = bytes
+            Task { await writer.record(e) }
+        }
+    }
+}

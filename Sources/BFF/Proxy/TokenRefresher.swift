@@ -1,0 +1,61 @@
+import Foundation
+import HTTPCore
+import JSON
+import SMART
+import Sessions
+
+/// Keeps a launch's access token fresh. Refreshes are single-flight: in one process,
+/// concurrent callers share one refresh task; across processes, the token row lock makes
+/// later comers see the new version and skip their own refresh. The rotated refresh token
+/// is stored before the lock is released.
+actor TokenRefresher {
+    private let services: BFFServices
+    private var inFlight: [String: Task<TokenSet, any Error>] = [:]
+    /// Refresh when less than this is left of the access token's life.
+    static let margin: TimeInterval = 60
+
+    init(services: BFFServices) { self.services = services }
+
+    /// The launch's tokens, refreshed first when they are about to expire. With
+    /// `staleVersion` (after an upstream 401), refreshes unless someone already did.
+    func tokens(for launch: LaunchRecord, staleVersion: Int? = nil) async throws -> TokenSet {
+        guard let current = try await services.store.tokens(launchHash: launch.idHash) else { throw Problems.sessionEnded() }
+        let expiring = current.accessTokenExpiresAt.map { $0.timeIntervalSince(services.now()) < TokenRefresher.margin } ?? false
+        let rejected = staleVersion.map { $0 == current.version } ?? false
+        guard expiring || rejected else { return current }
+        if let task = inFlight[launch.idHash] { return try await task.value }
+        let task = Task { [services] in try await TokenRefresher.refresh(launch, seen: current.version, services: services) }
+        inFlight[launch.idHash] = task
+        defer { inFlight[launch.idHash] = nil }
+        return try await task.value
+    }
+
+    private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices) async throws -> TokenSet {
+        guard let registration = services.registration(for: launch.iss) else { throw Problems.sessionEnded() }
+        do {
+            return try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
+                if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
+                guard let refreshToken = locked.refreshToken else { throw SMARTError(.invalidGrant, "no refresh token was issued") }
+                let configuration = try await services.metadata.configuration(for: launch.iss)
+                let response = try await services.tokenClient.refresh(
+                    refreshToken: refreshToken, clientID: registration.clientID,
+                    authentication: services.authentication(for: registration), tokenEndpoint: configuration.tokenEndpoint)
+                services.metrics.recordRefresh("ok")
+                let next = TokenSet(accessToken: response.accessToken, refreshToken: response.refreshToken ?? refreshToken,
+                                    idToken: response.idToken ?? locked.idToken,
+                                    accessTokenExpiresAt: response.expiresIn.map { services.now().addingTimeInterval(TimeInterval($0)) },
+                                    responseJSON: response.raw.serialized(), version: locked.version + 1)
+                return (next, next)
+            }
+        } catch let error as SMARTError where error.kind == .invalidGrant {
+            services.metrics.recordRefresh("invalid_grant")
+            // The grant is gone: so is the session, rather than one that looks alive while every call fails.
+            try? await services.store.deleteSession(ofLaunch: launch.idHash)
+            throw Problems.sessionEnded()
+        } catch let error as SMARTError {
+            services.metrics.recordRefresh("failed")
+            throw HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
+                            detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
+        }
+    }
+}

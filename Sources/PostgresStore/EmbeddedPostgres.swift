@@ -1,0 +1,72 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A private PostgreSQL 15 cluster in a folder of its own: initdb and pg_ctl from
+/// `/usr/lib/postgresql/15/bin`, listening only on a Unix socket in that folder, run as
+/// the `postgres` user when we are root. Used by `smart-bff demo` and the tests.
+public final class EmbeddedPostgres: Sendable {
+    public let directory: URL
+    public let port: Int
+    public static let binaries = ProcessInfo.processInfo.environment["BFF_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+
+    public var socketDirectory: String { directory.appendingPathComponent("socket").path }
+    var dataDirectory: String { directory.appendingPathComponent("data").path }
+    var logFile: String { directory.appendingPathComponent("postgres.log").path }
+
+    /// Creates and starts a cluster in a new temporary folder.
+    public static func start(prefix: String = "smart-bff-pg") throws -> EmbeddedPostgres {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+        let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000))
+        do {
+            try FileManager.default.createDirectory(atPath: cluster.socketDirectory, withIntermediateDirectories: true)
+            if getuid() == 0 { try Subprocess.run("/bin/chown", ["-R", "postgres", directory.path]) }
+            try cluster.run("initdb", ["-D", cluster.dataDirectory, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
+            try cluster.startServer()
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        return cluster
+    }
+
+    private init(directory: URL, port: Int) {
+        self.directory = directory
+        self.port = port
+    }
+
+    private var serverOptions: String {
+        "-k \(socketDirectory) -p \(port) -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    }
+
+    /// A libpq URI for database `database`.
+    public func url(database: String = "postgres") -> String {
+        "postgresql:///\(database)?host=\(socketDirectory)&port=\(port)&user=postgres"
+    }
+
+    public func startServer() throws {
+        try run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "30", "-o", serverOptions, "start"])
+    }
+
+    public func stopServer() throws { try run("pg_ctl", ["-D", dataDirectory, "-w", "-m", "fast", "stop"]) }
+
+    public func restart() throws {
+        try run("pg_ctl", ["-D", dataDirectory, "-w", "-t", "30", "-m", "fast", "-o", serverOptions, "restart"])
+    }
+
+    /// Stops the server at once and deletes the folder.
+    public func destroy() {
+        try? run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "stop"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private func run(_ program: String, _ arguments: [String]) throws {
+        let executable = EmbeddedPostgres.binaries + "/" + program
+        if getuid() == 0 {
+            try Subprocess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+        } else {
+            try Subprocess.run(executable, arguments)
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import HTTPCore
+import JSON
+
+extension SandboxEHR {
+    static let lastModified = "Sun, 01 Nov 2026 09:00:00 GMT"
+
+    /// `GET /fhir/{type}[/{id}]`: read and search over the bundled data, with paging.
+    func fhir(_ request: Request) async -> Response {
+        await state.record(ReceivedRequest(method: request.method, target: request.target, headers: request.headers.map { $0 }))
+        if let delay = await state.fhirDelay { try? await Task.sleep(for: delay) }
+        guard let auth = request.headers["Authorization"], auth.hasPrefix("Bearer "),
+              await state.validAccessToken(String(auth.dropFirst(7))) != nil else {
+            var r = outcome(.unauthorized, "login", "A valid bearer token is required.")
+            r.headers.replace("WWW-Authenticate", "Bearer")
+            return r
+        }
+        let parts = (request.pathParameters["*"] ?? "").split(separator: "/").map(String.init)
+        if await state.closeMidBody { return truncatedBody() }
+        switch parts.count {
+        case 1: return search(parts[0], request)
+        case 2 where parts[0] == "Binary" && parts[1] == "large": return largeBody(request)
+        case 2: return read(parts[0], parts[1], request)
+        default: return outcome(.notFound, "not-found", "Unknown path.")
+        }
+    }
+
+    private func read(_ type: String, _ id: String, _ request: Request) -> Response {
+        guard let resource = data.resources[type]?[id] else { return outcome(.notFound, "not-found", "\(type)/\(id) is not known.") }
+        if request.headers["If-None-Match"] == "W/\"1\"" {
+            return Response(status: .notModified, headers: ["ETag": "W/\"1\"", "Last-Modified": SandboxEHR.lastModified])
+        }
+        var r = fhirJSON(resource.setting("meta", ["versionId": "1", "lastUpdated": "2026-11-01T09:00:00Z"]))
+        r.headers.replace("ETag", "W/\"1\"")
+        r.headers.replace("Last-Modified", SandboxEHR.lastModified)
+        r.headers.add("Set-Cookie", "ehr_internal=1; Path=/")
+        return r
+    }
+
+    private func search(_ type: String, _ request: Request) -> Response {
+        guard data.resources[type] != nil else { return outcome(.notFound, "not-supported", "\(type) is not supported.") }
+        let patient = request.queryParameter("patient") ?? request.queryParameter("subject").map { $0.replacingOccurrences(of: "Patient/", with: "") }
+        let matches = data.search(type, patient: patient, category: request.queryParameter("category"), id: request.queryParameter("_id"))
+        let count = max(1, min(50, Int(request.queryParameter("_count") ?? "") ?? 10))
+        let offset = max(0, Int(request.queryParameter("_offset") ?? "") ?? 0)
+        let page = Array(matches.dropFirst(offset).prefix(count))
+        let kept = request.queryItems.filter { $0.name != "_offset" && $0.name != "_count" }
+        func link(_ relation: String, _ start: Int) -> JSONValue {
+            let items = kept.map { ($0.name, $0.value) } + [("_count", String(count)), ("_offset", String(start))]
+            return ["relation": .string(relation), "url": .string(fhirBaseURL + "/" + type + "?" + PercentEncoding.formEncode(items))]
+        }
+        var links: [JSONValue] = [link("self", offset)]
+        if offset + count < matches.count { links.append(link("next", offset + count)) }
+        if offset > 0 { links.append(link("previous", max(0, offset - count))) }
+        let bundle: JSONValue = [
+            "resourceType": "Bundle", "type": "searchset", "total": .number(Double(matches.count)), "link": .array(links),
+            "entry": .array(page.map { ["fullUrl": .string(fhirBaseURL + "/" + type + "/" + ($0["id"]?.stringValue ?? "")),
+                                        "resource": $0, "search": ["mode": "match"]] }),
+        ]
+        return fhirJSON(bundle)
+    }
+
+    /// A JSON body of `size` bytes (default 4 MiB), streamed: for streaming tests.
+    private func largeBody(_ request: Request) -> Response {
+        let size = max(64, min(64 << 20, Int(request.queryParameter("size") ?? "") ?? 4 << 20))
+        let prefix = Array(#"{"resourceType":"Binary","data":""#.utf8), suffix = Array(#""}"#.utf8)
+        let fill = size - prefix.count - suffix.count
+        return Response(status: .ok, headers: ["Content-Type": "application/fhir+json"], body: .stream(length: size) { writer in
+            try await writer.write(prefix)
+            var left = fill
+            let chunk = [UInt8](repeating: UInt8(ascii: "A"), count: 64 * 1024)
+            while left > 0 {
+                let n = min(left, chunk.count)
+                try await writer.write(Array(chunk[0..<n]))
+                left -= n
+            }
+            try await writer.write(suffix)
+        })
+    }
+
+    /// Declares a long body, sends half, then fails: the connection closes mid-body.
+    private func truncatedBody() -> Response {
+        Response(status: .ok, headers: ["Content-Type": "application/fhir+json"], body: .stream(length: 200_000) { writer in
+            try await writer.write([UInt8](repeating: UInt8(ascii: " "), count: 100_000))
+            struct MidBodyFailure: Error {}
+            throw MidBodyFailure()
+        })
+    }
+
+    func outcome(_ status: HTTPStatus, _ code: String, _ text: String) -> Response {
+        fhirJSON(["resourceType": "OperationOutcome", "issue": [["severity": "error", "code": .string(code), "diagnostics": .string(text)]]],
+                 status: status)
+    }
+}
