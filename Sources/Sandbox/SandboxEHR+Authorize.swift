@@ -16,7 +16,9 @@ extension SandboxEHR {
         }
         let stateParam = q.queryParameter("state")
         func fail(_ error: String, _ description: String) -> Response {
-            .redirect(to: appendQuery(redirectURI, [("error", error), ("error_description", description)] + (stateParam.map { [("state", $0)] } ?? [])))
+            // RFC 9207 §2: error responses carry iss too.
+            .redirect(to: appendQuery(redirectURI, [("error", error), ("error_description", description)]
+                + (stateParam.map { [("state", $0)] } ?? []) + (options.issParameter ? [("iss", issuer)] : [])))
         }
         guard q.queryParameter("response_type") == "code" else { return fail("unsupported_response_type", "response_type must be code") }
         guard q.queryParameter("code_challenge_method") == "S256", let challenge = q.queryParameter("code_challenge"), challenge.count >= 43 else {

@@ -57,6 +57,8 @@ final class CurlTransfer: @unchecked Sendable {
         bff_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
         bff_curl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         bff_curl_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+        // Send the path exactly as given: callers decide what is safe, curl must not rewrite it.
+        bff_curl_setopt_long(easy, CURLOPT_PATH_AS_IS, 1)
         bff_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
         bff_curl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
         bff_curl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(configuration.readTimeout.milliseconds / 1000)))

@@ -1,0 +1,83 @@
+import BFF
+import BFFTesting
+import Cryptography
+import Foundation
+import HTTPClient
+import HTTPCore
+import JSON
+import Logging
+import PostgresStore
+import Sandbox
+
+/// A sandbox EHR and one or more smart-bff instances on one fresh database, over real
+/// loopback sockets; plus a small browser (cookie jar, no automatic redirects).
+final class BFFHarness: Sendable {
+    let sandbox: SandboxEHR
+    let bffs: [BFFRuntime]
+    let database: TestDatabase
+    let logs: LogSink
+    let client = HTTPClient()
+
+    var bff: BFFRuntime { bffs[0] }
+    var baseURL: String { "http://127.0.0.1:\(bff.port)" }
+
+    static func start(instances: Int = 1, extraClients: [SandboxClient] = [],
+                      registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
+                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(5)) async throws -> BFFHarness {
+        let database = try await TestDatabase.make(poolSize: 4)
+        let ports = (0..<instances).map { _ in PortAllocator.next() }
+        var sandboxOptions = SandboxEHR.Options()
+        sandboxOptions.port = 0
+        let redirects = ports.map { "http://127.0.0.1:\($0)/callback" }
+        sandboxOptions.clients = [SandboxClient(id: "test-app", redirectURIs: redirects)]
+        let logs = LogSink()
+        var logger = Logger(label: "smart-bff.test") { label in JSONLogHandler(label: label, sink: logs) }
+        logger.logLevel = .debug
+        let sandbox = try await SandboxEHR.start(options: sandboxOptions, logger: Logger(label: "sandbox", factory: { _ in SwiftLogNoOpLogHandler() }))
+        for client in extraClients {
+            var c = client
+            c.redirectURIs = redirects
+            await sandbox.state.register(c)
+        }
+        var bffs: [BFFRuntime] = []
+        let tokenKey = SecureRandom.bytes(32) // instances share BFF_TOKEN_KEY
+        for port in ports {
+            let publicURL = "http://127.0.0.1:\(port)"
+            let configuration = BFFConfiguration(
+                listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(database.url),
+                issuers: registrations(sandbox, ports), tokenKey: Secret(tokenKey),
+                returnOrigins: [publicURL] + returnOrigins, logLevel: "debug")
+            var options = BFFRuntime.Options()
+            options.migrationsDirectory = RepositoryPaths.migrations
+            options.poolSize = 4
+            options.server.eventLoops = 1
+            options.http.readTimeout = readTimeout
+            bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
+        }
+        return BFFHarness(sandbox: sandbox, bffs: bffs, database: database, logs: logs)
+    }
+
+    private init(sandbox: SandboxEHR, bffs: [BFFRuntime], database: TestDatabase, logs: LogSink) {
+        self.sandbox = sandbox
+        self.bffs = bffs
+        self.database = database
+        self.logs = logs
+    }
+
+    func stop() async {
+        for bff in bffs { await bff.shutdown(gracePeriod: .seconds(1)) }
+        await sandbox.shutdown()
+        database.pool.close()
+    }
+}
+
+import Synchronization
+
+/// Ports for BFF instances whose redirect URI must be known before they bind: below the
+/// kernel's ephemeral range, handed out once each in this process.
+enum PortAllocator {
+    private static let counter = Atomic<Int>(0)
+    private static let base = 21_000 + Int(getpid() % 50) * 100
+
+    static func next() -> Int { base + counter.add(1, ordering: .relaxed).newValue % 6_000 }
+}

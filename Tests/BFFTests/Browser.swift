@@ -1,0 +1,93 @@
+import Foundation
+import HTTPClient
+import Synchronization
+
+/// A minimal browser for tests: a cookie jar per origin-less host, no automatic redirects.
+final class Browser: Sendable {
+    let client: HTTPClient
+    private let cookies = Mutex<[String: String]>([:])
+
+    init(client: HTTPClient) { self.client = client }
+
+    struct Page: Sendable {
+        let status: Int
+        let headers: [(name: String, value: String)]
+        let body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+        func header(_ name: String) -> String? { headers.first { $0.name.lowercased() == name.lowercased() }?.value }
+        var location: String? { header("Location") }
+        var setCookies: [String] { headers.filter { $0.name.lowercased() == "set-cookie" }.map(\.value) }
+    }
+
+    @discardableResult
+    func request(_ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) async throws -> Page {
+        try await request("GET", url, headers: headers, body: body)
+    }
+
+    @discardableResult
+    func request(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+                 sendCookies: Bool = true) async throws -> Page {
+        var all = headers
+        let jar = cookies.withLock { $0 }
+        if sendCookies, !jar.isEmpty { all.append(("Cookie", jar.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))) }
+        let response = try await client.execute(HTTPClientRequest(method: method, url: url, headers: all, body: body))
+        let page = Page(status: response.status, headers: response.headers, body: response.body)
+        for cookie in page.setCookies {
+            let pair = cookie.split(separator: ";")[0]
+            guard let eq = pair.firstIndex(of: "=") else { continue }
+            let name = String(pair[..<eq]), value = String(pair[pair.index(after: eq)...])
+            cookies.withLock { if value.isEmpty || cookie.contains("Max-Age=0") { $0[name] = nil } else { $0[name] = value } }
+        }
+        return page
+    }
+
+    /// An API call as the demo front end makes it.
+    func api(_ url: String, launch: String? = nil, csrf: Bool = true, headers: [(String, String)] = []) async throws -> Page {
+        try await api("GET", url, launch: launch, csrf: csrf, headers: headers)
+    }
+
+    func api(_ method: String, _ url: String, launch: String? = nil, csrf: Bool = true, headers: [(String, String)] = []) async throws -> Page {
+        var h = headers
+        if csrf { h.append(("X-CSRF", "1")) }
+        if let launch { h.append(("X-BFF-Launch", launch)) }
+        return try await request(method, url, headers: h)
+    }
+
+    var cookieValues: [String: String] { cookies.withLock { $0 } }
+    func clearCookies() { cookies.withLock { $0.removeAll() } }
+    func setCookie(_ name: String, _ value: String) { cookies.withLock { $0[name] = value } }
+}
+
+extension BFFHarness {
+    /// Runs a standalone launch to the end; returns the callback's final page and the launch id.
+    func standaloneLogin(_ browser: Browser, patient: String = "pat-1", bff index: Int = 0, returnTo: String? = nil) async throws -> (page: Browser.Page, launch: String?) {
+        let base = "http://127.0.0.1:\(bffs[index].port)"
+        let login = try await browser.request(base + "/login" + (returnTo.map { "?return_to=" + $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! } ?? ""))
+        guard login.status == 302, let authorize = login.location else { return (login, nil) }
+        let picker = try await browser.request(authorize)
+        guard picker.status == 200, let range = picker.text.range(of: "href=\"/authorize/approve?[^\"]*patient=\(patient)\"", options: .regularExpression) else {
+            return (picker, nil)
+        }
+        let href = String(picker.text[range]).dropFirst(6).dropLast().replacingOccurrences(of: "&amp;", with: "&")
+        let approved = try await browser.request(sandbox.baseURL + href)
+        guard let callback = approved.location else { return (approved, nil) }
+        return try await finishCallback(browser, callback)
+    }
+
+    /// Runs an EHR launch from the sandbox's launch entry to the end.
+    func ehrLaunch(_ browser: Browser, patient: String = "pat-2", bff index: Int = 0) async throws -> (page: Browser.Page, launch: String?) {
+        let base = "http://127.0.0.1:\(bffs[index].port)"
+        let entry = try await browser.request(sandbox.ehrLaunchURL(app: base + "/launch", patient: patient))
+        let launch = try await browser.request(entry.location!)
+        guard launch.status == 302, let authorize = launch.location else { return (launch, nil) }
+        let approved = try await browser.request(authorize)
+        guard let callback = approved.location else { return (approved, nil) }
+        return try await finishCallback(browser, callback)
+    }
+
+    func finishCallback(_ browser: Browser, _ callback: String) async throws -> (page: Browser.Page, launch: String?) {
+        let done = try await browser.request(callback)
+        let launch = done.location.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "bff_launch" }?.value }
+        return (done, launch)
+    }
+}

@@ -1,0 +1,147 @@
+import BFF
+import Foundation
+import JSON
+import Sandbox
+import Testing
+
+@Suite("FHIR read proxy")
+struct FHIRProxyTests {
+    @Test("read, HEAD, conditional read (304), 404 OperationOutcome passed through; only allowed headers go either way")
+    func readAndHeaders() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        let read = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch,
+                                         headers: [("Authorization-Extra", "x"), ("X-Forwarded-For", "1.2.3.4"), ("Accept", "application/fhir+json")])
+        #expect(read.status == 200)
+        #expect(try JSONParser.parse(read.body)["id"]?.stringValue == "pat-1")
+        #expect(read.header("ETag") == "W/\"1\"" && read.header("Last-Modified") != nil && read.header("Cache-Control") == "no-store")
+        #expect(read.header("Set-Cookie") == nil) // the EHR's cookie stays upstream
+        let upstream = try #require(await h.sandbox.state.recentFHIRRequests.last)
+        let names = Set(upstream.headers.map { $0.name.lowercased() })
+        #expect(names.isSubset(of: ["host", "authorization", "accept", "user-agent", "if-none-match", "if-modified-since"]))
+        #expect(upstream.headers.first { $0.name.lowercased() == "authorization" }?.value.hasPrefix("Bearer ") == true)
+        #expect(!upstream.headers.contains { $0.value.contains("bff_session") || $0.name.lowercased() == "cookie" })
+
+        let notModified = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch, headers: [("If-None-Match", "W/\"1\"")])
+        #expect(notModified.status == 304 && notModified.body.isEmpty)
+        let head = try await browser.api("HEAD", h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(head.status == 200 && head.body.isEmpty)
+        let missing = try await browser.api(h.baseURL + "/fhir/Patient/nobody", launch: launch)
+        let outcome = try JSONParser.parse(missing.body)
+        #expect(missing.status == 404 && outcome["resourceType"]?.stringValue == "OperationOutcome")
+        #expect(try await browser.api("POST", h.baseURL + "/fhir/Patient", launch: launch).status == 405)
+    }
+
+    @Test("paging through next links returns every Observation once")
+    func paging() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        var url: String? = h.baseURL + "/fhir/Observation?patient=pat-1&_count=7"
+        var ids: [String] = []
+        while let next = url {
+            #expect(next.hasPrefix(h.baseURL + "/fhir/"))
+            let bundle = try JSONParser.parse(try await browser.api(next, launch: launch).body)
+            for entry in bundle["entry"]?.arrayValue ?? [] {
+                #expect(entry["fullUrl"]?.stringValue?.hasPrefix(h.baseURL + "/fhir/Observation/") == true)
+                ids.append(entry["resource"]?["id"]?.stringValue ?? "")
+            }
+            url = bundle["link"]?.arrayValue?.first { $0["relation"]?.stringValue == "next" }?["url"]?.stringValue
+        }
+        #expect(ids.count == 25 && Set(ids).count == 25)
+    }
+
+    @Test("unsafe paths are refused with no upstream call", arguments: [
+        "/fhir/Patient/..%2F..%2Fadmin", "/fhir/Patient/%2e%2e/x", "/fhir/..", "/fhir/Patient//pat-1", "/fhir/Patient/pat-1%00",
+        "/fhir/Patient/a%5cb", "/fhir/Patient/a@b", "/fhir/http:%2F%2Fevil.example%2FPatient", "/fhir/Patient/pat-1?x=" + String(repeating: "a", count: 5000),
+        "/fhir/", "/fhir/Patient/%252e%252e",
+    ])
+    func pathSafety(_ path: String) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        let page = try await browser.api(h.baseURL + path, launch: launch)
+        #expect(page.status == 400)
+        #expect(await h.sandbox.state.fhirRequests == 0)
+    }
+
+    @Test("reads outside the granted scopes are 403 with no upstream call")
+    func scopes() async throws {
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app",
+                                standaloneScope: "launch/patient openid fhirUser patient/Patient.rs patient/Observation.rs?category=laboratory offline_access")]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        #expect(try await browser.api(h.baseURL + "/fhir/Condition?patient=pat-1", launch: launch).status == 403)
+        #expect(try await browser.api(h.baseURL + "/fhir/MedicationRequest/med-1-1", launch: launch).status == 403)
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&category=vital-signs", launch: launch).status == 403)
+        #expect(await h.sandbox.state.fhirRequests == 0)
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&category=laboratory", launch: launch).status == 200)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+
+    @Test("a multi-megabyte body streams through complete")
+    func streaming() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        let page = try await browser.api(h.baseURL + "/fhir/Binary/large?size=6000000", launch: launch)
+        #expect(page.status == 200 && page.body.count == 6_000_000)
+        #expect(page.body.prefix(12) == Array(#"{"resourceTy"#.utf8)[...])
+    }
+
+    @Test("an upstream that closes mid-body never looks like a complete 200")
+    func truncated() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setCloseMidBody(true)
+        await #expect(throws: (any Error).self) { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch) }
+    }
+
+    @Test("a slow EHR gives 504 within the read timeout; an EHR that is down gives 502")
+    func upstreamFailures() async throws {
+        let h = try await BFFHarness.start(readTimeout: .milliseconds(500))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setFHIRDelay(.seconds(3))
+        let started = ContinuousClock.now
+        let slow = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(slow.status == 504 && ContinuousClock.now - started < .seconds(2))
+        await h.sandbox.state.setFHIRDelay(nil)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        await h.sandbox.shutdown()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 502)
+    }
+
+    @Test("every proxied read is in the audit trail")
+    func audit() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        _ = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        _ = try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch)
+        _ = try await browser.api(h.baseURL + "/fhir/Patient/nobody", launch: launch)
+        await h.bff.services.audit.flush()
+        try await Task.sleep(for: .milliseconds(300))
+        await h.bff.services.audit.flush()
+        let entries = try await h.database.store.auditEntries(since: nil)
+        #expect(entries.map(\.pathAndQuery) == ["/Patient/pat-1", "/Observation?patient=pat-1", "/Patient/nobody"])
+        #expect(entries.map(\.upstreamStatus) == [200, 200, 404])
+        #expect(entries.allSatisfy { $0.patient == "pat-1" && $0.sub == "user-prac-1" && $0.method == "GET" })
+        #expect(entries[0].bytes > 100)
+    }
+}

@@ -1,0 +1,189 @@
+import BFF
+import Foundation
+import JSON
+import Sandbox
+import Testing
+
+@Suite("SMART launch flows over real sockets")
+struct LaunchFlowTests {
+    @Test("standalone launch: redirect parameters, session cookie, /session and /context without any token")
+    func standalone() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let login = try await browser.request(h.baseURL + "/login")
+        #expect(login.status == 302)
+        let authorize = try #require(URLComponents(string: login.location ?? ""))
+        let q = Dictionary(uniqueKeysWithValues: (authorize.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+        #expect(q["response_type"] == "code" && q["client_id"] == "test-app" && q["code_challenge_method"] == "S256")
+        #expect(q["aud"] == h.sandbox.fhirBaseURL && q["redirect_uri"] == h.baseURL + "/callback" && q["launch"] == nil)
+        #expect((q["state"]?.count ?? 0) >= 43 && (q["nonce"]?.count ?? 0) >= 43 && q["code_challenge"]?.count == 43)
+
+        let (done, launch) = try await h.standaloneLogin(browser)
+        #expect(done.status == 302)
+        #expect(done.location?.hasPrefix(h.baseURL + "/?bff_launch=") == true)
+        let cookie = try #require(done.setCookies.first)
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && cookie.contains("Path=/") && !cookie.contains("Domain"))
+        let session = try await browser.api(h.baseURL + "/session", launch: launch)
+        #expect(session.status == 200)
+        let json = try JSONParser.parse(session.body)
+        #expect(json["patient"]?.stringValue == "pat-1" && json["sub"]?.stringValue == "user-prac-1")
+        #expect(json["fhirUser"]?.stringValue?.hasSuffix("Practitioner/prac-1") == true)
+        let context = try JSONParser.parse(try await browser.api(h.baseURL + "/context", launch: launch).body)
+        #expect(context["patient"]?.stringValue == "pat-1" && context["need_patient_banner"]?.boolValue == true)
+        for page in [session.text, String(decoding: context.bytes, as: UTF8.self), done.headers.map { "\($0.name): \($0.value)" }.joined()] {
+            #expect(!page.contains("access_token") && !page.contains("refresh_token") && !page.contains("id_token"))
+        }
+    }
+
+    @Test("EHR launch: launch echoed with the launch scope; encounter in context")
+    func ehrLaunch() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let entry = try await browser.request(h.sandbox.ehrLaunchURL(app: h.baseURL + "/launch", patient: "pat-2"))
+        let launchPage = try await browser.request(try #require(entry.location))
+        let authorize = try #require(URLComponents(string: launchPage.location ?? ""))
+        let q = Dictionary(uniqueKeysWithValues: (authorize.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+        #expect(q["launch"] != nil && q["scope"]?.split(separator: " ").contains("launch") == true)
+        let approved = try await browser.request(authorize.string!)
+        let (_, launch) = try await h.finishCallback(browser, try #require(approved.location))
+        let context = try JSONParser.parse(try await browser.api(h.baseURL + "/context", launch: launch).body)
+        #expect(context["patient"]?.stringValue == "pat-2" && context["encounter"]?.stringValue == "enc-2")
+    }
+
+    @Test("an unregistered iss is refused before any network call")
+    func unknownIssuer() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let page = try await browser.request(h.baseURL + "/launch?iss=http%3A%2F%2F127.0.0.1%3A1%2Ffhir&launch=x")
+        #expect(page.status == 400)
+        #expect(page.header("Content-Type") == "application/problem+json")
+        #expect(try await browser.request(h.baseURL + "/launch?launch=x").status == 400)
+        #expect(try await browser.request(h.baseURL + "/launch?iss=" + h.sandbox.fhirBaseURL).status == 400)
+    }
+
+    @Test("reused and forged state: 400, no session, and no token request", arguments: ["reused", "forged", "missing"])
+    func badState(_ kind: String) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let login = try await browser.request(h.baseURL + "/login")
+        let picker = try await browser.request(login.location!)
+        let href = String(picker.text[picker.text.range(of: "/authorize/approve[^\"]*pat-1", options: .regularExpression)!]).replacingOccurrences(of: "&amp;", with: "&")
+        let callback = try #require(try await browser.request(h.sandbox.baseURL + href).location)
+        if kind == "reused" { _ = try await browser.request(callback) }
+        browser.clearCookies()
+        await h.sandbox.state.resetCounters()
+        let target: String
+        switch kind {
+        case "forged": target = callback.replacingOccurrences(of: "state=", with: "state=forged")
+        case "missing": target = h.baseURL + "/callback?code=abc"
+        default: target = callback
+        }
+        let page = try await browser.request(target)
+        #expect(page.status == 400)
+        #expect(page.setCookies.isEmpty)
+        #expect(await h.sandbox.state.tokenRequests == 0)
+    }
+
+    @Test("RFC 9207: an iss from another authorization server is refused (mix-up)")
+    func mixUp() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let login = try await browser.request(h.baseURL + "/login")
+        let picker = try await browser.request(login.location!)
+        let href = String(picker.text[picker.text.range(of: "/authorize/approve[^\"]*pat-1", options: .regularExpression)!]).replacingOccurrences(of: "&amp;", with: "&")
+        let callback = try #require(try await browser.request(h.sandbox.baseURL + href).location)
+        var c = URLComponents(string: callback)!
+        c.queryItems = c.queryItems!.map { $0.name == "iss" ? URLQueryItem(name: "iss", value: "https://attacker.example/fhir") : $0 }
+        await h.sandbox.state.resetCounters()
+        let page = try await browser.request(c.string!)
+        #expect(page.status == 400 && page.setCookies.isEmpty)
+        #expect(await h.sandbox.state.tokenRequests == 0)
+        var stripped = URLComponents(string: callback)!
+        stripped.queryItems = stripped.queryItems!.filter { $0.name != "iss" }
+        #expect(try await browser.request(stripped.string!).status == 400) // state already used, and iss is required
+    }
+
+    @Test("the EHR's error becomes 403 with its description")
+    func ehrError() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.denyNext()
+        let login = try await browser.request(h.baseURL + "/login")
+        let denied = try await browser.request(login.location!)
+        let page = try await browser.request(try #require(denied.location))
+        #expect(page.status == 403)
+        #expect(page.text.contains("access_denied") && page.setCookies.isEmpty)
+    }
+
+    @Test("open redirects are refused", arguments: [
+        "https://evil.example/", "//evil.example/x", "/\\evil.example", "https://127.0.0.1.evil.example/", "javascript:alert(1)",
+        "http://127.0.0.1:1@evil.example/", "evilapp://cb", "http://evil.example%2F@127.0.0.1/",
+    ])
+    func openRedirect(_ target: String) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let page = try await Browser(client: h.client).request(h.baseURL + "/login?return_to=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        #expect(page.status == 400)
+        #expect(page.location == nil)
+    }
+
+    @Test("CSRF: cookie requests without X-CSRF: 1 are 403; no session is 401")
+    func csrf() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        for path in ["/session", "/context", "/fhir/Patient/pat-1"] {
+            #expect(try await browser.api(h.baseURL + path, launch: launch, csrf: false).status == 403)
+            #expect(try await browser.api(h.baseURL + path, launch: launch, csrf: false, headers: [("X-CSRF", "0")]).status == 403)
+        }
+        #expect(try await browser.api("POST", h.baseURL + "/logout", launch: launch, csrf: false).status == 403)
+        #expect(try await Browser(client: h.client).api(h.baseURL + "/session").status == 401)
+    }
+
+    @Test("two launches in one browser never see each other's context; the cookie is renewed at each login")
+    func twoLaunches() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser, patient: "pat-1")
+        let firstCookie = browser.cookieValues["bff_session"]
+        let (_, second) = try await h.ehrLaunch(browser, patient: "pat-3")
+        #expect(browser.cookieValues["bff_session"] != firstCookie)
+        let a = try JSONParser.parse(try await browser.api(h.baseURL + "/context", launch: first).body)
+        let b = try JSONParser.parse(try await browser.api(h.baseURL + "/context", launch: second).body)
+        #expect(a["patient"]?.stringValue == "pat-1" && b["patient"]?.stringValue == "pat-3")
+        let latest = try JSONParser.parse(try await browser.api(h.baseURL + "/context").body)
+        #expect(latest["patient"]?.stringValue == "pat-3")
+        #expect(try await browser.api(h.baseURL + "/context", launch: "not-a-launch").status == 401)
+        // The old cookie no longer works (no fixation).
+        let stale = Browser(client: h.client)
+        stale.setCookie("bff_session", firstCookie!)
+        #expect(try await stale.api(h.baseURL + "/session").status == 401)
+    }
+
+    @Test("logout of one launch, then of the session, revokes tokens at the EHR and expires the cookie")
+    func logout() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser, patient: "pat-1")
+        let (_, second) = try await h.standaloneLogin(browser, patient: "pat-2")
+        await h.sandbox.state.resetCounters()
+        #expect(try await browser.api("POST", h.baseURL + "/logout", launch: first).status == 204)
+        #expect(await h.sandbox.state.revocations == 2)
+        #expect(try await browser.api(h.baseURL + "/context", launch: first).status == 401)
+        #expect(try await browser.api(h.baseURL + "/context", launch: second).status == 200)
+        let out = try await browser.api("POST", h.baseURL + "/logout")
+        #expect(out.status == 204 && out.setCookies.first?.contains("Max-Age=0") == true)
+        #expect(await h.sandbox.state.revocations == 4)
+        #expect(try await browser.api(h.baseURL + "/session").status == 401)
+        #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
+    }
+}

@@ -1,0 +1,77 @@
+import BFF
+import Foundation
+import JSON
+import Sandbox
+import Testing
+
+@Suite("token refresh")
+struct RefreshTests {
+    @Test("two instances, an expired access token, 32 concurrent reads: all succeed and the EHR sees one refresh")
+    func singleFlightAcrossInstances() async throws {
+        let h = try await BFFHarness.start(instances: 2)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setAccessTokenLifetime(30) // inside the 60 s refresh margin: the first read refreshes
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        await h.sandbox.state.resetCounters()
+        let cookie = try #require(browser.cookieValues["bff_session"])
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<32 {
+                group.addTask {
+                    let b = Browser(client: h.client)
+                    b.setCookie("bff_session", cookie)
+                    let port = h.bffs[i % 2].port
+                    return try await b.api("http://127.0.0.1:\(port)/fhir/Patient/pat-1", launch: launch).status
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        #expect(await h.sandbox.state.refreshCount == 1)
+    }
+
+    @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")
+    func refreshAfter401() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setRotateRefreshTokens(false)
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.resetCounters()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        #expect(await h.sandbox.state.refreshCount == 1)
+        await h.sandbox.state.expireAccessTokens()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        #expect(await h.sandbox.state.refreshCount == 2) // the kept refresh token still works
+    }
+
+    @Test("invalid_grant ends the session: 401 with a session-ended problem, then no session")
+    func invalidGrant() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setRefreshError("invalid_grant")
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(page.status == 401)
+        #expect(try JSONParser.parse(page.body)["type"]?.stringValue?.hasSuffix("session-ended") == true)
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
+    }
+
+    @Test("an EHR outage during refresh is 503 and keeps the session; it recovers")
+    func outageDuringRefresh() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setTokenEndpointStatus(503)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 503)
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
+        await h.sandbox.state.setTokenEndpointStatus(nil)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+}
