@@ -1,0 +1,105 @@
+import BFF
+import Cryptography
+import Foundation
+import JSON
+import Sandbox
+import Testing
+
+@Suite("mobile hand-off and client authentication")
+struct MobileAndClientAuthTests {
+    func handoffLogin(_ h: BFFHarness, _ browser: Browser, verifier: String) async throws -> String {
+        let challenge = Base64URL.encode(SHA256.hash(Array(verifier.utf8)))
+        let login = try await browser.request(h.baseURL + "/login?return_to=myapp%3A%2F%2Fcb&handoff_challenge=" + challenge)
+        #expect(login.status == 302)
+        let picker = try await browser.request(login.location!)
+        let href = String(picker.text[picker.text.range(of: "/authorize/approve[^\"]*pat-1", options: .regularExpression)!]).replacingOccurrences(of: "&amp;", with: "&")
+        let callback = try await browser.request(try #require(try await browser.request(h.sandbox.baseURL + href).location))
+        #expect(callback.status == 302 && callback.setCookies.isEmpty)
+        let location = try #require(callback.location)
+        #expect(location.hasPrefix("myapp://cb?handoff="))
+        return String(location.dropFirst("myapp://cb?handoff=".count))
+    }
+
+    func exchange(_ h: BFFHarness, _ browser: Browser, code: String, verifier: String) async throws -> Browser.Page {
+        let body: JSONValue = ["handoff": .string(code), "handoff_verifier": .string(verifier)]
+        return try await browser.request("POST", h.baseURL + "/session/handoff", headers: [("Content-Type", "application/json")], body: body.bytes)
+    }
+
+    @Test("hand-off: the code and verifier give a bearer session token that works without X-CSRF; replay fails")
+    func handoff() async throws {
+        let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let verifier = SecureRandom.token(bytes: 32)
+        let code = try await handoffLogin(h, browser, verifier: verifier)
+        let first = try await exchange(h, browser, code: code, verifier: verifier)
+        #expect(first.status == 200)
+        let token = try #require(try JSONParser.parse(first.body)["session_token"]?.stringValue)
+        let app = Browser(client: h.client)
+        let session = try await app.request(h.baseURL + "/session", headers: [("Authorization", "Bearer " + token)])
+        #expect(session.status == 200)
+        #expect(try await app.request(h.baseURL + "/fhir/Patient/pat-1", headers: [("Authorization", "Bearer " + token)]).status == 200)
+        #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
+        #expect(try await app.request(h.baseURL + "/session", headers: [("Authorization", "Bearer wrong")]).status == 401)
+    }
+
+    @Test("hand-off: a wrong verifier burns the code")
+    func wrongVerifier() async throws {
+        let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let verifier = SecureRandom.token(bytes: 32)
+        let code = try await handoffLogin(h, browser, verifier: verifier)
+        #expect(try await exchange(h, browser, code: code, verifier: SecureRandom.token(bytes: 32)).status == 400)
+        #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
+    }
+
+    @Test("hand-off: a scheme off the allow-list, or a custom scheme without a challenge, is refused")
+    func schemeOffList() async throws {
+        let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let challenge = Base64URL.encode(SHA256.hash(Array("v".utf8)))
+        #expect(try await browser.request(h.baseURL + "/login?return_to=otherapp%3A%2F%2Fcb&handoff_challenge=" + challenge).status == 400)
+        #expect(try await browser.request(h.baseURL + "/login?return_to=myapp%3A%2F%2Fcb").status == 400)
+    }
+
+    @Test("client_secret_basic, and private_key_jwt with RS384 and ES384 keys, on code exchange and refresh",
+          arguments: ["secret", "rsa", "ec"])
+    func clientAuthentication(_ kind: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bff-keys-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var client = SandboxClient(id: "confidential-app", redirectURIs: [])
+        var registration = { (iss: String) in IssuerRegistration(iss: iss, clientID: "confidential-app") }
+        switch kind {
+        case "secret":
+            client.secret = "s3cr:et/with+chars"
+            registration = { iss in IssuerRegistration(iss: iss, clientID: "confidential-app", clientSecret: Secret("s3cr:et/with+chars")) }
+        case "rsa":
+            let key = try RSAPrivateKey.generate(bits: 2048)
+            client.publicKeyPEM = try key.publicKey.pem
+            let pem = try key.pem
+            registration = { iss in IssuerRegistration(iss: iss, clientID: "confidential-app", privateKeyPEM: Secret(pem), privateKeyID: "rsa-1") }
+        default:
+            let key = try P384PrivateKey.generate()
+            client.publicKeyPEM = try key.publicKey.pem
+            let pem = try key.pem
+            registration = { iss in IssuerRegistration(iss: iss, clientID: "confidential-app", privateKeyPEM: Secret(pem), privateKeyID: "ec-1") }
+        }
+        let make = registration
+        let h = try await BFFHarness.start(extraClients: [client], registrations: { s, _ in [make(s.fhirBaseURL)] })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (done, launch) = try await h.standaloneLogin(browser)
+        #expect(done.status == 302 && launch != nil, "\(done.status) \(done.text)")
+        await h.sandbox.state.expireAccessTokens()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        #expect(await h.sandbox.state.refreshCount == 1)
+        let jwks = try JSONParser.parse(try await browser.request(h.baseURL + "/.well-known/jwks.json").body)
+        let keys = jwks["keys"]?.arrayValue ?? []
+        #expect(keys.count == (kind == "secret" ? 0 : 1))
+        if kind == "rsa" { #expect(keys.first?["alg"]?.stringValue == "RS384" && keys.first?["d"] == nil) }
+        if kind == "ec" { #expect(keys.first?["crv"]?.stringValue == "P-384" && keys.first?["d"] == nil) }
+    }
+}

@@ -1,0 +1,70 @@
+import BFF
+import Foundation
+import JSON
+import Testing
+
+@Suite("operations endpoints and logs")
+struct OperationsTests {
+    @Test("healthz, readyz with issuer status, metrics, openapi")
+    func endpoints() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        #expect(try await browser.request(h.baseURL + "/healthz").text == #"{"status":"ok"}"#)
+        _ = try await h.standaloneLogin(browser)
+        let ready = try await browser.request(h.baseURL + "/readyz")
+        #expect(ready.status == 200)
+        let json = try JSONParser.parse(ready.body)
+        #expect(json["database"]?.stringValue == "up" && json["migrations"]?.stringValue == "current")
+        #expect(json["issuers"]?.arrayValue?.first?["discovery"]?.stringValue == "ok")
+        #expect(json["issuers"]?.arrayValue?.first?["jwks"]?.stringValue == "ok")
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_http_requests_total{route=\"/callback\",status=\"302\"} 1"))
+        #expect(metrics.contains("bff_active_sessions 1"))
+    }
+
+    @Test("readyz is 503 while the database is down and 200 again when it is back")
+    func readyzRecovers() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let url = h.database.url
+        let name = String(url[url.range(of: ":///")!.upperBound..<url.firstIndex(of: "?")!])
+        let admin = PostgresStoreAdmin.pool(url.replacingOccurrences(of: ":///" + name + "?", with: ":///postgres?"))
+        try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS false")
+        try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(name)")
+        #expect(try await browser.request(h.baseURL + "/readyz").status == 503)
+        #expect(try await browser.request(h.baseURL + "/healthz").status == 200)
+        try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS true")
+        var status = 0
+        for _ in 0..<30 where status != 200 {
+            status = try await browser.request(h.baseURL + "/readyz").status
+            if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 200)
+    }
+
+    @Test("no response to the front end and no log line contains a token the EHR issued, a code or a cookie")
+    func nothingLeaks() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (done, launch) = try await h.standaloneLogin(browser)
+        var pages = [done]
+        for path in ["/session", "/context", "/fhir/Patient/pat-1", "/fhir/Observation?patient=pat-1", "/readyz", "/metrics"] {
+            pages.append(try await browser.api(h.baseURL + path, launch: launch))
+        }
+        await h.sandbox.state.expireAccessTokens()
+        pages.append(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch))
+        let tokens = try await h.bff.services.store.tokens(launchHash: try #require(await h.bff.services.store.findLaunch(sessionID: browser.cookieValues["bff_session"]!, launchID: launch)).idHash)!
+        let secrets = [tokens.accessToken, tokens.refreshToken!, tokens.idToken!, browser.cookieValues["bff_session"]!]
+        let text = pages.map { $0.text + $0.headers.filter { $0.name != "Set-Cookie" }.map { $0.value }.joined() }.joined()
+        let logs = h.logs.captured.joined(separator: "\n")
+        #expect(logs.contains("\"http.route\":\"/fhir/*\""))
+        for secret in secrets {
+            #expect(!text.contains(secret))
+            #expect(!logs.contains(secret))
+        }
+        #expect(!logs.contains("code=") && !logs.contains("state="))
+    }
+}
