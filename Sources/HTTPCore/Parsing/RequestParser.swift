@@ -54,7 +54,10 @@ public struct RequestParser: Sendable {
             let rest = UnsafeBufferPointer(rebasing: bytes[consumed...])
             switch state {
             case .closed:
-                return rest.isEmpty ? .needMoreData(consumed: consumed) : .failed(.bad("data after Connection: close"))
+                // Empty lines after the last message are tolerated (RFC 9112 §2.2); anything else is refused.
+                var k = 0
+                while k < rest.count, rest[k] == CR || rest[k] == LF { k += 1 }
+                return k == rest.count ? .needMoreData(consumed: consumed + k) : .failed(.bad("data after Connection: close"))
             case .head:
                 switch parseHead(rest) {
                 case let .needMore(used):

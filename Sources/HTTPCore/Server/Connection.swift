@@ -105,6 +105,7 @@ final class Connection: @unchecked Sendable {
             case let .failed(error):
                 input.removeAll()
                 refuse(error)
+                flush()
                 return
             case let .complete(parsed, consumed):
                 input.removeFirst(consumed)
@@ -146,6 +147,7 @@ final class Connection: @unchecked Sendable {
 
     /// Queues `response` for writing.
     private func send(_ response: Response, version: HTTPVersion, isHead: Bool) {
+        if server.isDraining { keepAliveAfterResponse = false }
         let bodyless = isHead || response.status.code == 204 || response.status.code == 304 || response.status.code < 200
         switch response.body {
         case let .bytes(body):
