@@ -10,7 +10,7 @@ public enum PostgresCluster {
     public static func shared() async throws -> EmbeddedPostgres { try await sharedCluster.value }
 
     private static let sharedCluster = Task<EmbeddedPostgres, any Error> {
-        let cluster = try EmbeddedPostgres.start(prefix: "smart-bff-test-pg")
+        let cluster = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg") }
         started.withLock { $0.append(cluster) }
         atexit { for c in PostgresCluster.started.withLock({ $0 }) { c.destroy() } }
         return cluster
@@ -19,8 +19,8 @@ public enum PostgresCluster {
     static let started = Mutex<[EmbeddedPostgres]>([])
 
     /// A private cluster (destroyed at exit if the test does not destroy it first).
-    public static func startPrivate() throws -> EmbeddedPostgres {
-        let cluster = try EmbeddedPostgres.start(prefix: "smart-bff-test-pg")
+    public static func startPrivate() async throws -> EmbeddedPostgres {
+        let cluster = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg") }
         started.withLock { $0.append(cluster) }
         return cluster
     }

@@ -36,3 +36,11 @@ public enum Subprocess {
         }
     }
 }
+
+/// Runs blocking work (a subprocess, a blocking wait) on a thread of its own, so that it
+/// never holds a thread of the Swift concurrency pool.
+public func runDetached<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}

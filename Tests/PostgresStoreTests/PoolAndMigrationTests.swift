@@ -36,11 +36,13 @@ struct PoolAndMigrationTests {
         configuration.size = 1
         configuration.acquireTimeout = .milliseconds(200)
         let pool = ConnectionPool(url: url, configuration: configuration)
-        let started = ContinuousClock.now
-        try await pool.withConnection { _ in
+        let waited = try await pool.withConnection { _ in
+            let started = ContinuousClock.now
             await #expect { try await pool.query("SELECT 1") } throws: { ($0 as? PostgresError)?.isPoolTimeout == true }
+            return ContinuousClock.now - started
         }
-        #expect(ContinuousClock.now - started < .seconds(2))
+        // 200 ms configured; the bound only says "no hang" on a loaded 2-core machine.
+        #expect(waited >= .milliseconds(200) && waited < .seconds(4))
         #expect(try await pool.query("SELECT 41 + 1").first?.int(0) == 42)
     }
 
@@ -59,7 +61,7 @@ struct PoolAndMigrationTests {
 
     @Test("database restarted while in use: fast, clear failures during the outage, then recovery without a new pool")
     func restart() async throws {
-        let cluster = try PostgresCluster.startPrivate()
+        let cluster = try await PostgresCluster.startPrivate()
         defer { cluster.destroy() }
         let url = cluster.url()
         var configuration = ConnectionPool.Configuration()
@@ -67,20 +69,20 @@ struct PoolAndMigrationTests {
         configuration.connectTimeoutSeconds = 2
         let pool = ConnectionPool(url: url, configuration: configuration)
         #expect(try await pool.query("SELECT 1").count == 1)
-        try cluster.stopServer()
+        try await runDetached { try cluster.stopServer() }
         for _ in 0..<3 {
             let started = ContinuousClock.now
             await #expect { try await pool.query("SELECT 1") } throws: { ($0 as? PostgresError)?.isConnectionFailure == true }
             #expect(ContinuousClock.now - started < .seconds(3))
         }
-        try cluster.startServer()
+        try await runDetached { try cluster.startServer() }
         var recovered = false
         for _ in 0..<20 where !recovered {
             recovered = (try? await pool.query("SELECT 1"))?.count == 1
             if !recovered { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(recovered)
-        try cluster.restart()
+        try await runDetached { try cluster.restart() }
         // The idle connection broke with the restart; the next query may fail once, then recover.
         _ = try? await pool.query("SELECT 1")
         #expect(try await pool.query("SELECT 2").first?.int(0) == 2)
