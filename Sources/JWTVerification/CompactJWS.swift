@@ -12,17 +12,21 @@ public struct CompactJWS: Sendable {
     public let signingInput: [UInt8]
     public let signature: [UInt8]
 
-    public init(_ token: String) throws(JWTError) {
+    public init(_ token: String) throws(JWTError) { try self.init(token, payloadMustBeJSON: true) }
+
+    /// `payloadMustBeJSON: false` is for generic JWS test vectors only; every token
+    /// smart-bff accepts carries a JSON object.
+    init(_ token: String, payloadMustBeJSON: Bool) throws(JWTError) {
         guard token.utf8.count <= CompactJWS.maxLength else { throw .malformed("token longer than 16 KiB") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("not a compact JWS (three parts)") }
-        guard !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else { throw .malformed("empty JWS part") }
+        guard !parts[0].isEmpty, !parts[1].isEmpty || !payloadMustBeJSON, !parts[2].isEmpty else { throw .malformed("empty JWS part") }
         guard let headerBytes = Base64URL.decode(String(parts[0])), let payloadBytes = Base64URL.decode(String(parts[1])),
               let signature = Base64URL.decode(String(parts[2])) else { throw .malformed("non-canonical base64url") }
         let header: JSONValue, payload: JSONValue
         do {
             header = try JSONParser.parse(headerBytes)
-            payload = try JSONParser.parse(payloadBytes)
+            payload = payloadMustBeJSON ? try JSONParser.parse(payloadBytes) : .object([])
         } catch {
             throw .malformed("invalid JSON (\(error.reason))")
         }
