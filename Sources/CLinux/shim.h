@@ -1,13 +1,12 @@
 #ifndef SMART_BFF_CLINUX_SHIM_H
 #define SMART_BFF_CLINUX_SHIM_H
-/* Linux event APIs that Glibc's Swift module does not export. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
+/* Linux event APIs that Glibc's Swift module does not export. No _GNU_SOURCE here: it
+   would change shared glibc definitions (fd_set) and clash with Glibc's module. */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 
-/* accept4 is declared only under _GNU_SOURCE, which Glibc's module map does not set. */
-static inline int bff_accept4(int fd, int flags) { return accept4(fd, (void *)0, (void *)0, flags); }
+/* accept4 is declared only under _GNU_SOURCE; declare it ourselves. */
+struct sockaddr;
+extern int accept4(int fd, struct sockaddr *addr, unsigned int *addrlen, int flags);
+static inline int bff_accept4(int fd, int flags) { return accept4(fd, (struct sockaddr *)0, (unsigned int *)0, flags); }
 #endif

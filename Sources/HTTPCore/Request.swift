@@ -1,13 +1,5 @@
 import Logging
 
-/// The HTTP version of a request.
-public enum HTTPVersion: Sendable, Equatable {
-    case http10
-    case http11
-
-    public var text: String { self == .http10 ? "HTTP/1.0" : "HTTP/1.1" }
-}
-
 /// A parsed HTTP request, as handlers see it.
 public struct Request: Sendable {
     /// The method token, exactly as sent (methods are case-sensitive).
@@ -92,14 +84,5 @@ public struct Request: Sendable {
             }
         }
         return nil
-    }
-}
-
-extension Substring {
-    func trimmingSpaces() -> Substring {
-        var s = self
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return s
     }
 }

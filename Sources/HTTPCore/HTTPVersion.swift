@@ -1,0 +1,7 @@
+/// The HTTP version of a request.
+public enum HTTPVersion: Sendable, Equatable {
+    case http10
+    case http11
+
+    public var text: String { self == .http10 ? "HTTP/1.0" : "HTTP/1.1" }
+}
