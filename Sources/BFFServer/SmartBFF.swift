@@ -7,6 +7,6 @@ struct SmartBFF: AsyncParsableCommand {
         commandName: "smart-bff",
         abstract: "A SMART-on-FHIR backend-for-frontend: it holds the OAuth tokens so front ends never do.",
         version: "0.1.0",
-        subcommands: [ServeCommand.self, DemoCommand.self, SandboxCommand.self]
+        subcommands: [ServeCommand.self, MigrateCommand.self, DemoCommand.self, SandboxCommand.self, AuditCommand.self]
     )
 }

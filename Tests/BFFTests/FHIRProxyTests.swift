@@ -143,5 +143,13 @@ struct FHIRProxyTests {
         #expect(entries.map(\.upstreamStatus) == [200, 200, 404])
         #expect(entries.allSatisfy { $0.patient == "pat-1" && $0.sub == "user-prac-1" && $0.method == "GET" })
         #expect(entries[0].bytes > 100)
+        let events = entries.map { AuditEventExport.auditEvent($0) }
+        for event in events {
+            let parsed = try JSONParser.parse(event.serialized())
+            #expect(parsed["resourceType"]?.stringValue == "AuditEvent" && parsed["action"]?.stringValue == "R")
+            #expect(parsed["recorded"]?.stringValue?.hasSuffix("Z") == true && parsed["agent"]?.arrayValue?.count == 1)
+        }
+        #expect(events[0]["entity"]?.arrayValue?.contains { $0["what"]?["reference"]?.stringValue == "Patient/pat-1" } == true)
+        #expect(events[2]["outcome"]?.stringValue == "4")
     }
 }

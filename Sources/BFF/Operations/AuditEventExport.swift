@@ -1,0 +1,32 @@
+import Foundation
+import JSON
+import Sessions
+
+/// FHIR R4 `AuditEvent` resources for the PHI access trail.
+public enum AuditEventExport {
+    public static func auditEvent(_ e: AuditEntry) -> JSONValue {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var agent: JSONValue = ["type": ["coding": [["system": "http://terminology.hl7.org/CodeSystem/v3-ParticipationType", "code": "IRCP", "display": "information recipient"]]],
+                                "who": ["identifier": ["system": .string(e.iss), "value": .string(e.sub)]], "requestor": true]
+        if let fhirUser = e.fhirUser { agent = agent.setting("altId", .string(fhirUser)) }
+        var entities: [JSONValue] = [["what": ["identifier": ["value": .string(e.pathAndQuery)]],
+                                      "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-entity-type", "code": "2", "display": "System Object"],
+                                      "detail": [["type": "launch", "valueString": .string(e.launchHash)], ["type": "bytes", "valueString": .string(String(e.bytes))]]]]
+        if let patient = e.patient {
+            entities.append(["what": ["reference": .string("Patient/" + patient)],
+                             "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-entity-type", "code": "1", "display": "Person"]])
+        }
+        return [
+            "resourceType": "AuditEvent", "id": .string(String(e.id ?? 0)),
+            "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-event-type", "code": "rest", "display": "RESTful Operation"],
+            "subtype": [["system": "http://hl7.org/fhir/restful-interaction", "code": e.pathAndQuery.contains("?") || e.pathAndQuery.split(separator: "/").count <= 1 ? "search-type" : "read"]],
+            "action": "R", "recorded": .string(formatter.string(from: e.at)),
+            "outcome": .string(e.upstreamStatus < 400 ? "0" : (e.upstreamStatus < 500 ? "4" : "8")),
+            "outcomeDesc": .string("upstream HTTP \(e.upstreamStatus)"),
+            "agent": [agent],
+            "source": ["observer": ["display": "smart-bff"], "type": [["system": "http://terminology.hl7.org/CodeSystem/security-source-type", "code": "4", "display": "Application Server"]]],
+            "entity": .array(entities),
+        ]
+    }
+}

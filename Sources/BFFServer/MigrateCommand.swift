@@ -1,0 +1,23 @@
+import ArgumentParser
+import Foundation
+import PostgresStore
+
+/// `smart-bff migrate`: applies pending migrations under the advisory lock and exits.
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "migrate", abstract: "Apply pending SQL migrations (DATABASE_URL) and exit.")
+
+    func run() async throws {
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+            FileHandle.standardError.write(Data("smart-bff: configuration error\nDATABASE_URL: required (a libpq connection string or URI)\n".utf8))
+            throw ExitCode(78)
+        }
+        guard let directory = Migrator.locateDirectory() else {
+            FileHandle.standardError.write(Data("smart-bff: migrations/ not found (set BFF_MIGRATIONS_DIR)\n".utf8))
+            throw ExitCode(1)
+        }
+        let pool = ConnectionPool(url: url)
+        defer { pool.close() }
+        let applied = try await Migrator(directory: directory).migrate(pool)
+        FileHandle.standardOutput.write(Data((applied.isEmpty ? "migrations: up to date\n" : "migrations applied: \(applied.map(String.init).joined(separator: ", "))\n").utf8))
+    }
+}
