@@ -69,7 +69,8 @@ struct SandboxData: Sendable {
             ("4548-4", "Hemoglobin A1c/Hemoglobin.total in Blood", "%", 6.4, "laboratory"),
         ]
         let kind = kinds[index % kinds.count]
-        let value = ((kind.base + Double((index * 7 + seed * 3) % 9) - 4) * 10).rounded() / 10
+        let spread = (Double((index * 7 + seed * 3) % 9) - 4) / 100 // ±4 %
+        let value = (kind.base * (1 + spread) * 10).rounded() / 10
         let day = 1 + index
         return [
             "resourceType": "Observation", "id": .string(id), "status": "final",

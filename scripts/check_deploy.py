@@ -1,0 +1,48 @@
+"""Static checks of deploy/: YAML parses, every BFF_* / DATABASE_URL variable named exists in
+the configuration, probe paths and the compose/unit commands exist."""
+import re, sys, pathlib, yaml
+
+root = pathlib.Path(__file__).resolve().parent.parent
+config_source = (root / "Sources/BFF/Configuration/BFFConfiguration+Environment.swift").read_text()
+config_source += (root / "Sources/BFFServer/ServeCommand.swift").read_text()
+config_source += (root / "Sources/PostgresStore/Migrator.swift").read_text()
+config_source += (root / "Sources/BFFServer/Resources.swift").read_text()
+known = set(re.findall(r'"((?:BFF_[A-Z_]+)|DATABASE_URL)"', config_source))
+spec = yaml.safe_load((root / "openapi.yaml").read_text())
+subcommands = {"serve", "migrate", "demo", "sandbox", "audit"}
+problems = []
+
+texts = {}
+for path in (root / "deploy").rglob("*"):
+    if path.is_file():
+        texts[path] = path.read_text()
+        if path.suffix in (".yaml", ".yml"):
+            docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+            if not docs:
+                problems.append(f"{path}: no YAML documents")
+            for doc in docs:
+                for probe in re.findall(r"'path': '([^']+)'", repr(doc)):
+                    if probe not in spec["paths"]:
+                        problems.append(f"{path}: probe path {probe} is not in openapi.yaml")
+for path, text in texts.items():
+    for name in set(re.findall(r"\b((?:BFF_[A-Z_]+)|DATABASE_URL)\b", text)):
+        if name not in known:
+            problems.append(f"{path}: {name} is not a configuration variable")
+    for cmd in re.findall(r'(?:args|command): \["([a-z]+)"', text) + re.findall(r"smart-bff (serve|migrate|demo|sandbox|audit)\b", text):
+        if cmd not in subcommands:
+            problems.append(f"{path}: unknown subcommand {cmd}")
+
+k8s = list(yaml.safe_load_all((root / "deploy/kubernetes/smart-bff.yaml").read_text()))
+kinds = {d["kind"] for d in k8s if d}
+for kind in ("Deployment", "Secret", "Job"):
+    if kind not in kinds:
+        problems.append(f"kubernetes manifests lack a {kind}")
+container = next(d for d in k8s if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+if container["livenessProbe"]["httpGet"]["path"] != "/healthz" or container["readinessProbe"]["httpGet"]["path"] != "/readyz":
+    problems.append("Deployment probes must be /healthz (liveness) and /readyz (readiness)")
+if "BFF_TOKEN_KEY" not in yaml.safe_load_all((root / "deploy/kubernetes/smart-bff.yaml").read_text()).__next__()["stringData"]:
+    problems.append("the Secret must hold BFF_TOKEN_KEY")
+
+if problems:
+    sys.exit("\n".join(problems))
+print(f"deploy/: {len(texts)} files checked, {len(known)} configuration variables known")
