@@ -1,0 +1,80 @@
+"""Checks the running demo from outside: signs in over plain HTTP (no browser), parses
+/metrics with the Prometheus client's own parser, and runs schemathesis against
+openapi.yaml with the real session: no server errors, no responses contradicting the spec."""
+import http.cookiejar, os, pathlib, re, signal, socket, subprocess, sys, time, urllib.request
+from urllib.parse import urljoin
+
+root = pathlib.Path(__file__).resolve().parent.parent
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+jar = http.cookiejar.CookieJar()
+opener = urllib.request.build_opener(NoRedirect, urllib.request.HTTPCookieProcessor(jar))
+
+def get(url, headers=None):
+    try:
+        r = opener.open(urllib.request.Request(url, headers=headers or {}), timeout=10)
+        return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+bff_port, ehr_port = free_port(), free_port()
+env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+demo = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(bff_port), "--sandbox-port", str(ehr_port)],
+                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+base = f"http://127.0.0.1:{bff_port}"
+try:
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", bff_port), timeout=0.5).close(); break
+        except OSError:
+            time.sleep(0.1)
+    # Standalone login, by hand.
+    status, headers, _ = get(base + "/login")
+    assert status == 302, status
+    status, _, page = get(headers["Location"])
+    href = re.search(r'href="(/authorize/approve[^"]*)"', page.decode()).group(1).replace("&amp;", "&")
+    status, headers, _ = get(f"http://127.0.0.1:{ehr_port}" + href)
+    status, headers, _ = get(headers["Location"])
+    assert status == 302 and "bff_launch=" in headers["Location"], (status, headers)
+    launch = headers["Location"].split("bff_launch=")[1]
+    cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
+    auth = {"Cookie": cookie, "X-CSRF": "1", "X-BFF-Launch": launch}
+    assert get(base + "/session", auth)[0] == 200
+    assert get(base + "/fhir/Observation?patient=pat-1", auth)[0] == 200
+
+    # /metrics through the Prometheus text parser.
+    from prometheus_client.parser import text_string_to_metric_families
+    status, headers, body = get(base + "/metrics")
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    for name in ("bff_http_requests", "bff_http_request_duration_seconds", "bff_upstream_duration_seconds",
+                 "bff_token_refreshes", "bff_active_sessions", "bff_db_pool_connections", "bff_database_errors"):
+        assert name in families, f"/metrics lacks {name}: {sorted(families)}"
+    requests = {tuple(sorted(s.labels.items())): s.value for s in families["bff_http_requests"].samples}
+    assert requests[(("route", "/fhir/*"), ("status", "200"))] >= 1, requests
+    print(f"metrics: {len(families)} families parsed by prometheus_client")
+
+    # schemathesis with the real session (logout excluded so the session lives to the end).
+    command = [sys.executable, "-m", "schemathesis.cli", "run", str(root / "openapi.yaml"), "--url", base,
+               "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+               "--max-examples", os.environ.get("SCHEMATHESIS_EXAMPLES", "25"), "--exclude-path", "/logout",
+               "-H", f"Cookie: {cookie}", "-H", "X-CSRF: 1", "-H", f"X-BFF-Launch: {launch}"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    tail = result.stdout.strip()
+    print(tail)
+    if result.returncode != 0:
+        sys.exit("schemathesis found problems")
+    print("schemathesis: no server errors, no responses contradicting openapi.yaml")
+finally:
+    demo.send_signal(signal.SIGINT)
+    try:
+        demo.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        demo.kill()
