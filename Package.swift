@@ -83,5 +83,15 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(name: "BFFTests", dependencies: ["BFF", "Sandbox", "HTTPCore", "HTTPClient", "BFFTesting", "PostgresStore", "SMART"],
                     swiftSettings: swiftSettings),
+        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "HTTPCore", "HTTPClient", "JSON", "Cryptography"],
+                    swiftSettings: swiftSettings),
     ]
 )
+
+// Benchmarks stay out of the default build (as Hummingbird does): BFF_BENCHMARKS=1 adds them.
+if Context.environment["BFF_BENCHMARKS"] != nil {
+    package.targets.append(.executableTarget(
+        name: "BFFBench", dependencies: ["BFF", "Sandbox", "PostgresStore", "Sessions", "JWTVerification", "Cryptography", "JSON", "HTTPClient",
+                                         .product(name: "Logging", package: "swift-log")],
+        path: "Benchmarks/BFFBench", swiftSettings: swiftSettings))
+}

@@ -13,6 +13,7 @@ struct SandboxCommand: AsyncParsableCommand {
     @Option(help: "Client id of the registered public client.") var clientID = "smart-bff-demo"
     @Option(help: "Redirect URIs registered for the client (repeatable).") var redirectURI: [String] = ["http://127.0.0.1:8080/callback"]
     @Option(help: "Access token lifetime in seconds.") var accessTokenLifetime = 3600
+    @Option(help: "Base URL to advertise when a proxy fronts the sandbox.") var publicURL: String?
 
     func run() async throws {
         _ = LogSetup.bootstrap(level: "info")
@@ -20,6 +21,7 @@ struct SandboxCommand: AsyncParsableCommand {
         options.host = host
         options.port = port
         options.accessTokenLifetime = accessTokenLifetime
+        options.publicBaseURL = publicURL
         options.clients = [SandboxClient(id: clientID, redirectURIs: redirectURI)]
         let sandbox = try await SandboxEHR.start(options: options)
         FileHandle.standardOutput.write(Data("sandbox EHR: FHIR base \(sandbox.fhirBaseURL) (client \(clientID))\n".utf8))

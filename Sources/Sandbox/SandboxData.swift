@@ -82,6 +82,14 @@ struct SandboxData: Sendable {
         ]
     }
 
+    /// The patient a resource belongs to (its own id for a Patient, else its subject), or
+    /// nil for resources outside any patient's compartment (Practitioner).
+    static func patient(of resource: JSONValue) -> String? {
+        if resource["resourceType"]?.stringValue == "Patient" { return resource["id"]?.stringValue }
+        guard let reference = resource["subject"]?["reference"]?.stringValue, reference.hasPrefix("Patient/") else { return nil }
+        return String(reference.dropFirst("Patient/".count))
+    }
+
     /// Resources of `type` whose subject (or id, for Patient) matches `patient`.
     func search(_ type: String, patient: String?, category: String?, id: String?) -> [JSONValue] {
         let all = (resources[type] ?? [:]).sorted { $0.key.localizedStandardCompare($1.key) == .orderedAscending }.map(\.value)

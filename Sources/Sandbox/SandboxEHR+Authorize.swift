@@ -1,80 +1,117 @@
-import Cryptography
 import Foundation
 import HTTPCore
 import JSON
 
 extension SandboxEHR {
-    /// `GET /authorize`: checks the request, then approves an EHR launch at once or shows
-    /// a patient picker for a standalone launch.
+    /// An authorization request that passed every check.
+    struct AuthorizationRequest: Sendable {
+        let client: SandboxClient
+        let redirectURI: String
+        let challenge: String
+        let scope: String
+        let state: String
+        let nonce: String?
+    }
+
+    /// `GET /authorize`: checks the request, then approves an EHR launch at once (with the
+    /// launch's patient and encounter) or shows a patient picker for a standalone launch.
     func authorize(_ request: Request) async throws -> Response {
-        let q = request
+        let checked: AuthorizationRequest
+        switch await checkAuthorization(request) {
+        case .success(let value): checked = value
+        case .failure(let refusal): return refusal.response
+        }
+        if await state.takeDenial() {
+            return errorRedirect(checked.redirectURI, "access_denied", "The user declined the request", state: checked.state)
+        }
+        if let launch = request.queryParameter("launch") {
+            guard let context = await state.launch(launch) else {
+                return errorRedirect(checked.redirectURI, "invalid_request", "unknown launch", state: checked.state)
+            }
+            return await issue(checked, patient: context.patient, encounter: context.encounter)
+        }
+        if checked.scope.split(separator: " ").contains("launch/patient") {
+            return patientPicker(request)
+        }
+        return await issue(checked, patient: nil, encounter: nil)
+    }
+
+    /// `GET /authorize/approve`: the patient picker's choice. The original parameters come
+    /// back with it and are checked again, so this is no way around `/authorize`'s checks.
+    func approve(_ request: Request) async throws -> Response {
+        let checked: AuthorizationRequest
+        switch await checkAuthorization(request) {
+        case .success(let value): checked = value
+        case .failure(let refusal): return refusal.response
+        }
+        guard let patient = request.queryParameter("patient"), data.resources["Patient"]?[patient] != nil else {
+            return page("Unknown patient", "<p>Choose one of the listed patients.</p>", status: .badRequest)
+        }
+        return await issue(checked, patient: patient, encounter: nil)
+    }
+
+    /// A refused authorization request, already turned into its response.
+    struct Refusal: Error { let response: Response }
+
+    /// RFC 6749 §4.1.2.1: without a known client and a registered redirect URI the error is
+    /// shown to the user; every later problem goes back to the client as an error redirect.
+    private func checkAuthorization(_ q: Request) async -> Result<AuthorizationRequest, Refusal> {
         guard let clientID = q.queryParameter("client_id"), let client = await state.client(clientID) else {
-            return page("Unknown client", "<p>The client_id is not registered with this sandbox.</p>", status: .badRequest)
+            return .failure(Refusal(response: page("Unknown client", "<p>The client_id is not registered with this sandbox.</p>",
+                                                   status: .badRequest)))
         }
         guard let redirectURI = q.queryParameter("redirect_uri"), client.redirectURIs.contains(redirectURI) else {
-            return page("Unregistered redirect_uri", "<p>The redirect_uri is not registered for this client.</p>", status: .badRequest)
+            return .failure(Refusal(response: page("Unregistered redirect_uri", "<p>The redirect_uri is not registered for this client.</p>",
+                                                   status: .badRequest)))
         }
         let stateParam = q.queryParameter("state")
-        func fail(_ error: String, _ description: String) -> Response {
-            // RFC 9207 §2: error responses carry iss too.
-            .redirect(to: appendQuery(redirectURI, [("error", error), ("error_description", description)]
-                + (stateParam.map { [("state", $0)] } ?? []) + (options.issParameter ? [("iss", issuer)] : [])))
+        func fail(_ error: String, _ description: String) -> Result<AuthorizationRequest, Refusal> {
+            .failure(Refusal(response: errorRedirect(redirectURI, error, description, state: stateParam)))
         }
         guard q.queryParameter("response_type") == "code" else { return fail("unsupported_response_type", "response_type must be code") }
-        guard q.queryParameter("code_challenge_method") == "S256", let challenge = q.queryParameter("code_challenge"), challenge.count >= 43 else {
+        guard q.queryParameter("code_challenge_method") == "S256", let challenge = q.queryParameter("code_challenge"),
+              (43...128).contains(challenge.count) else {
             return fail("invalid_request", "PKCE S256 is required")
         }
-        guard let aud = q.queryParameter("aud"), aud.trimmingSuffix("/") == fhirBaseURL else { return fail("invalid_request", "aud is not this FHIR server") }
-        guard stateParam != nil else { return fail("invalid_request", "state is required") }
-        if await state.takeDenial() { return fail("access_denied", "The user declined the request") }
-        let scope = q.queryParameter("scope") ?? ""
-        if let launch = q.queryParameter("launch") {
-            guard let context = await state.launch(launch) else { return fail("invalid_request", "unknown launch") }
-            return await issue(client: client, redirectURI: redirectURI, challenge: challenge, scope: scope, request: q,
-                               patient: context.patient, encounter: context.encounter)
+        guard let aud = q.queryParameter("aud"), aud.trimmingSuffix("/") == fhirBaseURL else {
+            return fail("invalid_request", "aud is not this FHIR server")
         }
-        if scope.split(separator: " ").contains("launch/patient") {
-            return patientPicker(q)
-        }
-        return await issue(client: client, redirectURI: redirectURI, challenge: challenge, scope: scope, request: q, patient: nil, encounter: nil)
+        guard let stateParam, !stateParam.isEmpty else { return fail("invalid_request", "state is required") }
+        return .success(AuthorizationRequest(client: client, redirectURI: redirectURI, challenge: challenge,
+                                             scope: q.queryParameter("scope") ?? "", state: stateParam,
+                                             nonce: q.queryParameter("nonce")))
     }
 
-    /// `GET /authorize/approve`: the patient picker's choice.
-    func approve(_ request: Request) async throws -> Response {
-        guard let patient = request.queryParameter("patient"), data.resources["Patient"]?[patient] != nil,
-              let clientID = request.queryParameter("client_id"), let client = await state.client(clientID),
-              let redirectURI = request.queryParameter("redirect_uri"), client.redirectURIs.contains(redirectURI),
-              let challenge = request.queryParameter("code_challenge") else {
-            return page("Bad request", "<p>Missing or unknown parameters.</p>", status: .badRequest)
-        }
-        return await issue(client: client, redirectURI: redirectURI, challenge: challenge, scope: request.queryParameter("scope") ?? "",
-                           request: request, patient: patient, encounter: nil)
+    /// An error response to the client; RFC 9207 §2 puts `iss` on error responses too.
+    private func errorRedirect(_ redirectURI: String, _ error: String, _ description: String, state: String?) -> Response {
+        .redirect(to: appendQuery(redirectURI, [("error", error), ("error_description", description)]
+            + (state.map { [("state", $0)] } ?? []) + (options.issParameter ? [("iss", issuer)] : [])))
     }
 
-    private func issue(client: SandboxClient, redirectURI: String, challenge: String, scope: String, request: Request,
-                       patient: String?, encounter: String?) async -> Response {
-        let grant = SandboxState.Grant(clientID: client.id, redirectURI: redirectURI, challenge: challenge, scope: scope,
-                                       nonce: request.queryParameter("nonce"), patient: patient, encounter: encounter,
-                                       expiresAt: Date().addingTimeInterval(60))
+    private func issue(_ request: AuthorizationRequest, patient: String?, encounter: String?) async -> Response {
+        let lifetime = await state.codeLifetime
+        let grant = SandboxState.Grant(clientID: request.client.id, redirectURI: request.redirectURI, challenge: request.challenge,
+                                       scope: request.scope, nonce: request.nonce, patient: patient, encounter: encounter,
+                                       expiresAt: Date().addingTimeInterval(Double(lifetime)))
         let code = await state.issueCode(grant)
-        var items = [("code", code), ("state", request.queryParameter("state") ?? "")]
+        var items = [("code", code), ("state", request.state)]
         if options.issParameter { items.append(("iss", issuer)) }
-        return .redirect(to: appendQuery(redirectURI, items))
+        return .redirect(to: appendQuery(request.redirectURI, items))
     }
 
     private func patientPicker(_ request: Request) -> Response {
-        let query = request.query ?? ""
+        let kept = request.queryItems.filter { $0.name != "patient" }.map { ($0.name, $0.value) }
         let rows = SandboxData.patients.map { p in
-            "<li><a href=\"/authorize/approve?\(escape(query))&amp;patient=\(escape(p.id))\">\(escape(p.given)) \(escape(p.family))</a> "
-                + "<small>born \(escape(p.birthDate))</small></li>"
+            let href = "/authorize/approve?" + PercentEncoding.formEncode(kept + [("patient", p.id)])
+            return "<li><a href=\"\(escape(href))\">\(escape(p.given)) \(escape(p.family))</a> <small>born \(escape(p.birthDate))</small></li>"
         }.joined()
         return page("Choose a patient", "<p>The app asks to open a patient's record.</p><ul id=\"patients\">\(rows)</ul>")
     }
 
     /// `GET /launch-ehr?app=URL&patient=ID`: the EHR opens the app with `iss` and `launch`.
     func launchEHR(_ request: Request) async throws -> Response {
-        guard let app = request.queryParameter("app"), let scheme = URLComponents(string: app)?.scheme?.lowercased(),
-              scheme == "http" || scheme == "https" else {
+        guard let app = request.queryParameter("app"), let components = URLComponents(string: app),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https", components.host?.isEmpty == false else {
             return page("Bad request", "<p>app must be an http(s) URL.</p>", status: .badRequest)
         }
         let patient = request.queryParameter("patient") ?? "pat-1"
@@ -87,7 +124,10 @@ extension SandboxEHR {
         let html = "<!doctype html><html><head><meta charset=\"utf-8\"><title>\(escape(title)) · SMART sandbox EHR</title>"
             + "<style>body{font:16px system-ui;margin:3em;max-width:40em}li{margin:.5em 0}</style></head>"
             + "<body><h1>\(escape(title))</h1>\(body)<p><small>smart-bff sandbox EHR: test data only.</small></p></body></html>"
-        return Response(status: status, contentType: "text/html; charset=utf-8", body: Array(html.utf8))
+        var response = Response(status: status, contentType: "text/html; charset=utf-8", body: Array(html.utf8))
+        response.headers.replace("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        response.headers.replace("Cache-Control", "no-store")
+        return response
     }
 
     func escape(_ text: String) -> String {
@@ -97,13 +137,6 @@ extension SandboxEHR {
 
     func appendQuery(_ url: String, _ items: [(String, String)]) -> String {
         url + (url.contains("?") ? "&" : "?") + PercentEncoding.formEncode(items)
-    }
-}
-
-extension SandboxState {
-    func takeDenial() -> Bool {
-        defer { denyNextAuthorization = false }
-        return denyNextAuthorization
     }
 }
 

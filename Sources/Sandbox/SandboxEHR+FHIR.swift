@@ -5,28 +5,34 @@ import JSON
 extension SandboxEHR {
     static let lastModified = "Sun, 01 Nov 2026 09:00:00 GMT"
 
-    /// `GET /fhir/{type}[/{id}]`: read and search over the bundled data, with paging.
+    /// `GET /fhir/{type}[/{id}]`: read and search over the bundled data, with paging. Needs a
+    /// live bearer token; a token whose scopes are all `patient/` ones sees only its patient.
     func fhir(_ request: Request) async -> Response {
         await state.record(ReceivedRequest(method: request.method, target: request.target, headers: request.headers.map { $0 }))
         if let delay = await state.fhirDelay { try? await Task.sleep(for: delay) }
+        if await state.fhirDown { return outcome(.serviceUnavailable, "transient", "The FHIR server is down (sandbox fail mode).") }
         guard let auth = request.headers["Authorization"], auth.hasPrefix("Bearer "),
-              await state.validAccessToken(String(auth.dropFirst(7))) != nil else {
+              let token = await state.validAccessToken(String(auth.dropFirst(7))) else {
             var r = outcome(.unauthorized, "login", "A valid bearer token is required.")
             r.headers.replace("WWW-Authenticate", "Bearer")
             return r
         }
         let parts = (request.pathParameters["*"] ?? "").split(separator: "/").map(String.init)
         if await state.closeMidBody { return truncatedBody() }
+        let bound = token.boundPatient
         switch parts.count {
-        case 1: return search(parts[0], request)
+        case 1: return search(parts[0], request, boundPatient: bound)
         case 2 where parts[0] == "Binary" && parts[1] == "large": return largeBody(request)
-        case 2: return read(parts[0], parts[1], request)
+        case 2: return read(parts[0], parts[1], request, boundPatient: bound)
         default: return outcome(.notFound, "not-found", "Unknown path.")
         }
     }
 
-    private func read(_ type: String, _ id: String, _ request: Request) -> Response {
+    private func read(_ type: String, _ id: String, _ request: Request, boundPatient: String?) -> Response {
         guard let resource = data.resources[type]?[id] else { return outcome(.notFound, "not-found", "\(type)/\(id) is not known.") }
+        if let boundPatient, let owner = SandboxData.patient(of: resource), owner != boundPatient {
+            return outcome(.forbidden, "forbidden", "The token is for another patient.")
+        }
         if request.headers["If-None-Match"] == "W/\"1\"" {
             return Response(status: .notModified, headers: ["ETag": "W/\"1\"", "Last-Modified": SandboxEHR.lastModified])
         }
@@ -37,9 +43,14 @@ extension SandboxEHR {
         return r
     }
 
-    private func search(_ type: String, _ request: Request) -> Response {
-        guard data.resources[type] != nil else { return outcome(.notFound, "not-supported", "\(type) is not supported.") }
-        let patient = request.queryParameter("patient") ?? request.queryParameter("subject").map { $0.replacingOccurrences(of: "Patient/", with: "") }
+    private func search(_ type: String, _ request: Request, boundPatient: String?) -> Response {
+        guard let all = data.resources[type] else { return outcome(.notFound, "not-supported", "\(type) is not supported.") }
+        var patient = request.queryParameter("patient") ?? request.queryParameter("subject").map { $0.replacingOccurrences(of: "Patient/", with: "") }
+        if let boundPatient, all.values.contains(where: { SandboxData.patient(of: $0) != nil }) {
+            if type == "Patient", let id = request.queryParameter("_id"), id != boundPatient { patient = id }
+            guard patient == nil || patient == boundPatient else { return outcome(.forbidden, "forbidden", "The token is for another patient.") }
+            patient = boundPatient
+        }
         let matches = data.search(type, patient: patient, category: request.queryParameter("category"), id: request.queryParameter("_id"))
         let count = max(1, min(50, Int(request.queryParameter("_count") ?? "") ?? 10))
         let offset = max(0, Int(request.queryParameter("_offset") ?? "") ?? 0)

@@ -38,7 +38,8 @@ extension SandboxEHR {
         }
     }
 
-    /// `POST /revoke` (RFC 7009): always 200.
+    /// `POST /revoke` (RFC 7009): 200 for any token, known or not, once the client has
+    /// authenticated as at the token endpoint (401 `invalid_client` otherwise).
     func revoke(_ request: Request) async -> Response {
         let form = SandboxEHR.formFields(request.body)
         guard await authenticate(request, form) != nil else { return oauthError("invalid_client", status: .unauthorized) }
@@ -76,22 +77,36 @@ extension SandboxEHR {
         return response
     }
 
-    /// Client authentication: public (`client_id`), `client_secret_basic`, or `private_key_jwt`.
+    /// Client authentication, exactly as registered: public (`client_id` in the form),
+    /// `client_secret_basic`, or `private_key_jwt`. One method per request (RFC 6749 §2.3);
+    /// a `client_id` in the form must name the authenticated client.
     private func authenticate(_ request: Request, _ form: [String: String]) async -> SandboxClient? {
+        let assertionType = form["client_assertion_type"]
+        let client: SandboxClient?
         if let header = request.headers["Authorization"], header.hasPrefix("Basic ") {
-            guard let decoded = Data(base64Encoded: String(header.dropFirst(6))).flatMap({ String(data: $0, encoding: .utf8) }),
-                  let colon = decoded.firstIndex(of: ":"),
-                  let id = PercentEncoding.decodeFormComponent(decoded[..<colon]),
-                  let secret = PercentEncoding.decodeFormComponent(decoded[decoded.index(after: colon)...]),
-                  let client = await state.client(id), let expected = client.secret,
-                  constantTimeEquals(Array(secret.utf8), Array(expected.utf8)) else { return nil }
-            return client
+            guard assertionType == nil, form["client_secret"] == nil else { return nil }
+            client = await verifyBasic(String(header.dropFirst(6)))
+        } else if let assertionType {
+            guard assertionType == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                  let assertion = form["client_assertion"] else { return nil }
+            client = await verifyAssertion(assertion)
+        } else {
+            guard form["client_secret"] == nil, let id = form["client_id"], let known = await state.client(id),
+                  known.secret == nil, known.publicKeyPEM == nil else { return nil }
+            client = known
         }
-        if form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
-            guard let assertion = form["client_assertion"] else { return nil }
-            return await verifyAssertion(assertion)
-        }
-        guard let id = form["client_id"], let client = await state.client(id), client.secret == nil, client.publicKeyPEM == nil else { return nil }
+        guard let client, form["client_id"].map({ $0 == client.id }) ?? true else { return nil }
+        return client
+    }
+
+    /// RFC 6749 §2.3.1: `base64(urlencode(id) ":" urlencode(secret))`.
+    private func verifyBasic(_ credentials: String) async -> SandboxClient? {
+        guard let decoded = Data(base64Encoded: credentials).flatMap({ String(data: $0, encoding: .utf8) }),
+              let colon = decoded.firstIndex(of: ":"),
+              let id = PercentEncoding.decodeFormComponent(decoded[..<colon]),
+              let secret = PercentEncoding.decodeFormComponent(decoded[decoded.index(after: colon)...]),
+              let client = await state.client(id), let expected = client.secret,
+              constantTimeEquals(Array(secret.utf8), Array(expected.utf8)) else { return nil }
         return client
     }
 
@@ -104,9 +119,10 @@ extension SandboxEHR {
         case "ES384": verified = (try? P384PublicKey(pem: pem))?.verifyES384(signature: jws.signature, message: jws.signingInput) ?? false
         default: verified = false
         }
+        // exp in the future and at most 5 minutes away (5 s leeway for the client's clock).
         let now = Date().timeIntervalSince1970
         guard verified, jws.payload["aud"]?.stringValue == baseURL + "/token",
-              let exp = jws.payload["exp"]?.doubleValue, exp > now, exp <= now + 360,
+              let exp = jws.payload["exp"]?.doubleValue, exp > now, exp <= now + 305,
               let jti = jws.payload["jti"]?.stringValue, await state.noteAssertion(jti) else { return nil }
         return client
     }

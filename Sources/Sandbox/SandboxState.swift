@@ -2,30 +2,6 @@ import Cryptography
 import Foundation
 import JSON
 
-/// A client the sandbox knows.
-public struct SandboxClient: Sendable {
-    public var id: String
-    public var redirectURIs: [String]
-    /// `client_secret_basic` when set.
-    public var secret: String?
-    /// PEM public key (RSA for RS384, P-384 for ES384) for `private_key_jwt` when set.
-    public var publicKeyPEM: String?
-
-    public init(id: String, redirectURIs: [String], secret: String? = nil, publicKeyPEM: String? = nil) {
-        self.id = id
-        self.redirectURIs = redirectURIs
-        self.secret = secret
-        self.publicKeyPEM = publicKeyPEM
-    }
-}
-
-/// A FHIR request as the sandbox received it (tests check header hygiene with it).
-public struct ReceivedRequest: Sendable {
-    public let method: String
-    public let target: String
-    public let headers: [(name: String, value: String)]
-}
-
 /// Everything the sandbox remembers, and the switches tests use to make it misbehave.
 public actor SandboxState {
     struct Grant: Sendable {
@@ -44,6 +20,14 @@ public actor SandboxState {
         let scope: String
         let patient: String?
         let expiresAt: Date
+
+        /// The patient the token is confined to: its launch patient when every resource
+        /// scope is a `patient/` one (no `user/` or `system/` scope widens it).
+        var boundPatient: String? {
+            let scopes = scope.split(separator: " ")
+            guard let patient, !scopes.contains(where: { $0.hasPrefix("user/") || $0.hasPrefix("system/") }) else { return nil }
+            return patient
+        }
     }
 
     struct RefreshGrant: Sendable {
@@ -63,40 +47,76 @@ public actor SandboxState {
     var signingKeyID: String
     var retiredKeys: [(id: String, key: RSAPrivateKey)] = []
 
-    // Switches for tests.
-    public var accessTokenLifetime: Int
-    public var rotateRefreshTokens = true
-    public var refreshError: String?
-    public var tokenEndpointStatus: Int?
-    public var denyNextAuthorization = false
-    public var fhirDelay: Duration?
-    public var closeMidBody = false
+    // Switches for tests (initial values come from `SandboxEHR.Options`).
+    /// Seconds an access token lives (`expires_in`).
+    public private(set) var accessTokenLifetime: Int
+    /// Seconds an authorization code stays redeemable.
+    public private(set) var codeLifetime: Int
+    /// Whether a refresh consumes the refresh token and returns a new one.
+    public private(set) var rotateRefreshTokens: Bool
+    /// When set, refresh grants fail with this OAuth error (e.g. `invalid_grant`).
+    public private(set) var refreshError: String?
+    /// When set, the token endpoint answers every request with this status (e.g. 503).
+    public private(set) var tokenEndpointStatus: Int?
+    /// The next authorization request is answered with `error=access_denied`.
+    public private(set) var denyNextAuthorization = false
+    /// Every FHIR request waits this long before it is answered.
+    public private(set) var fhirDelay: Duration?
+    /// Every FHIR request is answered 503 with an OperationOutcome.
+    public private(set) var fhirDown: Bool
+    /// Every authorized FHIR request gets a response that breaks off half-way through its body.
+    public private(set) var closeMidBody: Bool
 
     // Counters for tests.
+    /// Requests to the token endpoint with `grant_type=refresh_token` (refused ones included).
     public private(set) var refreshCount = 0
+    /// Requests to the token endpoint, any grant type, refused ones included.
     public private(set) var tokenRequests = 0
+    /// Revocation requests from authenticated clients.
     public private(set) var revocations = 0
+    /// Requests under `/fhir/` other than discovery and metadata, with or without a token.
     public private(set) var fhirRequests = 0
+    /// The last 100 of those requests, oldest first.
     public private(set) var recentFHIRRequests: [ReceivedRequest] = []
 
-    init(accessTokenLifetime: Int, clients: [SandboxClient]) throws {
-        self.accessTokenLifetime = accessTokenLifetime
+    init(options: SandboxEHR.Options) throws {
+        accessTokenLifetime = options.accessTokenLifetime
+        codeLifetime = options.codeLifetime
+        rotateRefreshTokens = options.rotateRefreshTokens
+        refreshError = options.refreshError
+        tokenEndpointStatus = options.tokenEndpointStatus
+        fhirDelay = options.fhirDelay
+        fhirDown = options.fhirDown
+        closeMidBody = options.closeMidBody
         signingKey = try RSAPrivateKey.generate(bits: 2048)
         signingKeyID = "sandbox-" + SecureRandom.token(bytes: 6)
-        for client in clients { self.clients[client.id] = client }
+        for client in options.clients { self.clients[client.id] = client }
     }
 
+    /// Access tokens issued from now on live `seconds` (0 issues tokens that are already expired).
     public func setAccessTokenLifetime(_ seconds: Int) { accessTokenLifetime = seconds }
+    /// Authorization codes issued from now on stay redeemable for `seconds`.
+    public func setCodeLifetime(_ seconds: Int) { codeLifetime = seconds }
+    /// Turns refresh-token rotation on or off.
     public func setRotateRefreshTokens(_ on: Bool) { rotateRefreshTokens = on }
-    /// Makes refresh answer `{"error": error}` (e.g. `invalid_grant`), or nil to succeed.
+    /// Makes refresh answer `400 {"error": error}` (e.g. `invalid_grant`), or nil to succeed.
     public func setRefreshError(_ error: String?) { refreshError = error }
     /// Makes the token endpoint answer with this HTTP status (e.g. 503), or nil.
     public func setTokenEndpointStatus(_ status: Int?) { tokenEndpointStatus = status }
+    /// Answers the next authorization request with `error=access_denied`.
     public func denyNext() { denyNextAuthorization = true }
+    /// Delays every FHIR response by `delay`, or not at all with nil.
     public func setFHIRDelay(_ delay: Duration?) { fhirDelay = delay }
+    /// Makes the FHIR server answer 503 (an outage that still accepts connections).
+    public func setFHIRDown(_ down: Bool) { fhirDown = down }
+    /// Makes FHIR responses break off half-way through their declared body.
     public func setCloseMidBody(_ on: Bool) { closeMidBody = on }
+    /// Registers (or replaces) a client.
     public func register(_ client: SandboxClient) { clients[client.id] = client }
+    /// Zeroes the counters and forgets the recorded FHIR requests.
     public func resetCounters() { refreshCount = 0; tokenRequests = 0; revocations = 0; fhirRequests = 0; recentFHIRRequests = [] }
+    /// The key IDs the JWKS publishes, the current signing key first.
+    public var keyIDs: [String] { [signingKeyID] + retiredKeys.map(\.id) }
 
     /// Signs with a new key from now on; the old one stays in the JWKS.
     public func rotateSigningKey(keepOld: Bool = true) throws {
@@ -124,6 +144,12 @@ public actor SandboxState {
     }
 
     func countRevocation() { revocations += 1 }
+
+    /// Whether the next authorization request is to be denied; clears the switch.
+    func takeDenial() -> Bool {
+        defer { denyNextAuthorization = false }
+        return denyNextAuthorization
+    }
 
     func newLaunch(patient: String) -> String {
         let id = SecureRandom.token(bytes: 12)

@@ -1,10 +1,17 @@
 internal import COpenSSL
+import Foundation
 
 /// An RSA public key for verifying signatures.
 public final class RSAPublicKey: Sendable {
     let key: EVPKey
+    /// Verification contexts set up for PKCS#1 v1.5 / SHA-256, reused across calls (setting
+    /// one up costs more than the verification itself in OpenSSL 3).
+    private let contexts: VerifyContextPool
 
-    init(key: EVPKey) { self.key = key }
+    init(key: EVPKey) {
+        self.key = key
+        self.contexts = VerifyContextPool(key: key)
+    }
 
     /// From the JWK members `n` and `e` (unsigned big-endian).
     public convenience init(modulus: [UInt8], exponent: [UInt8]) throws(CryptoError) {
@@ -42,7 +49,8 @@ public final class RSAPublicKey: Sendable {
     /// RSASSA-PKCS1-v1_5 with SHA-256 (RS256). A signature whose length is not the modulus
     /// length is refused before OpenSSL sees it.
     public func verifyPKCS1SHA256(signature: [UInt8], message: [UInt8]) -> Bool {
-        signature.count == key.signatureSize && key.verify(signature, message, digest: EVP_sha256())
+        guard signature.count == key.signatureSize else { return false }
+        return contexts.verify(signature: signature, digest: SHA256.hash(message))
     }
 
     /// RSASSA-PKCS1-v1_5 with SHA-384 (RS384).
@@ -77,4 +85,45 @@ public final class RSAPrivateKey: Sendable {
 
     public func signPKCS1SHA256(_ message: [UInt8]) throws(CryptoError) -> [UInt8] { try key.sign(message, digest: EVP_sha256()) }
     public func signPKCS1SHA384(_ message: [UInt8]) throws(CryptoError) -> [UInt8] { try key.sign(message, digest: EVP_sha384()) }
+}
+
+/// A few `EVP_PKEY_CTX`s initialised for RSA PKCS#1 v1.5 verification of SHA-256 digests.
+/// A context is used by one thread at a time (taken from and returned to the pool under a lock).
+final class VerifyContextPool: @unchecked Sendable {
+    // @unchecked: `free` is only touched under `lock`; each context is owned by one caller at a time.
+    private let key: EVPKey
+    private let lock = NSLock()
+    private var free: [OpaquePointer] = []
+
+    init(key: EVPKey) { self.key = key }
+
+    deinit { for ctx in free { EVP_PKEY_CTX_free(ctx) } }
+
+    func verify(signature: [UInt8], digest: [UInt8]) -> Bool {
+        guard let ctx = take() else { return false }
+        let ok = EVP_PKEY_verify(ctx, signature, signature.count, digest, digest.count) == 1
+        if !ok { _ = OpenSSLErrorQueue.drain() }
+        give(ctx)
+        return ok
+    }
+
+    private func take() -> OpaquePointer? {
+        lock.lock()
+        let reused = free.popLast()
+        lock.unlock()
+        if let reused { return reused }
+        guard let ctx = EVP_PKEY_CTX_new(key.pointer, nil) else { return nil }
+        guard EVP_PKEY_verify_init(ctx) == 1, EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1,
+              let md = FetchedDigests.sha256, EVP_PKEY_CTX_set_signature_md(ctx, md) == 1 else {
+            EVP_PKEY_CTX_free(ctx)
+            _ = OpenSSLErrorQueue.drain()
+            return nil
+        }
+        return ctx
+    }
+
+    private func give(_ ctx: OpaquePointer) {
+        lock.lock()
+        if free.count < 8 { free.append(ctx); lock.unlock() } else { lock.unlock(); EVP_PKEY_CTX_free(ctx) }
+    }
 }

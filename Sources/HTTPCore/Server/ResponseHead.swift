@@ -53,7 +53,12 @@ enum ResponseHead {
 
     /// Header values never carry CR, LF or NUL onto the wire (response splitting).
     private static func appendSanitized(_ value: String, to out: inout [UInt8]) {
-        for b in value.utf8 { out.append(b == 0x0D || b == 0x0A || b == 0x00 ? 0x20 : b) }
+        let utf8 = value.utf8
+        if !utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+            out.append(contentsOf: utf8)
+            return
+        }
+        for b in utf8 { out.append(b == 0x0D || b == 0x0A || b == 0x00 ? 0x20 : b) }
     }
 
     static func appendDecimal(_ value: Int, to out: inout [UInt8]) {

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# GET /fhir/Patient/bench through smart-bff (a real session) vs the same request through
+# nginx proxy_pass (keep-alive upstream), both to one upstream nginx serving a fixed ~2 KB
+# FHIR JSON; plus the upstream directly, for the added latency. The sandbox sits behind the
+# upstream nginx for the SMART login. Alternating rounds; medians and ratios.
+# Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
+source "$(dirname "$0")/lib.sh"
+CONNS=${1:-32}; SECS=${2:-5}; ROUNDS=${3:-3}
+build_release
+start_postgres
+UP=18301; PROXY=18302; SANDBOX=18303; BFF_PORT=18304
+python3 - "$WORK/patient.json" <<'PY'
+import json, sys
+p = {"resourceType": "Patient", "id": "bench", "meta": {"versionId": "1", "lastUpdated": "2026-11-01T09:00:00Z"},
+     "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">" + "Benchmark patient " * 60 + "</div>"},
+     "name": [{"use": "official", "family": "Bench", "given": ["Mark"]}], "gender": "other", "birthDate": "1970-01-01"}
+open(sys.argv[1], "w").write(json.dumps(p))
+PY
+echo "upstream body: $(wc -c < "$WORK/patient.json") bytes"
+cat > "$WORK/nginx.conf" <<NGINX
+worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  upstream sandbox { server 127.0.0.1:$SANDBOX; keepalive 32; }
+  upstream fhir { server 127.0.0.1:$UP; keepalive 64; }
+  server { listen 127.0.0.1:$UP;
+    location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; }
+    location / { proxy_pass http://sandbox; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$host:\$server_port; } }
+  server { listen 127.0.0.1:$PROXY;
+    location / { proxy_pass http://fhir; proxy_http_version 1.1; proxy_set_header Connection ""; } }
+}
+NGINX
+nginx -c "$WORK/nginx.conf" & PIDS+=($!)
+"$BFF" sandbox --port $SANDBOX --public-url "http://127.0.0.1:$UP" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
+  >/dev/null 2>&1 & PIDS+=($!)
+echo "[{\"iss\":\"http://127.0.0.1:$UP/fhir\",\"client_id\":\"bench\"}]" > "$WORK/issuers.json"
+BFF_LISTEN=127.0.0.1:$BFF_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$(openssl rand -base64 32) \
+  "$BFF" serve 2>"$WORK/bff.log" & PIDS+=($!); BFF_PID=$!
+wait_for_port $UP; wait_for_port $SANDBOX; wait_for_port $BFF_PORT
+# Sign in (standalone launch) with curl.
+JAR=$WORK/cookies
+auth=$(curl -s -o /dev/null -w '%{redirect_url}' -c "$JAR" "http://127.0.0.1:$BFF_PORT/login")
+approve=$(curl -s "$auth" | grep -o 'href="/authorize/approve[^"]*pat-1"' | head -1 | sed 's/^href="//; s/"$//; s/&amp;/\&/g')
+callback=$(curl -s -o /dev/null -w '%{redirect_url}' "http://127.0.0.1:$UP$approve")
+final=$(curl -s -o /dev/null -w '%{redirect_url}' -b "$JAR" -c "$JAR" "$callback")
+LAUNCH=${final##*bff_launch=}
+COOKIE=$(awk '$6 == "bff_session" {print "bff_session=" $7}' "$JAR")
+check=$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench")
+[ "$check" = 200 ] || { echo "login failed ($check)"; cat "$WORK/bff.log" | tail -5; exit 1; }
+cat > "$WORK/headers.lua" <<LUA
+wrk.headers["Cookie"] = "$COOKIE"
+wrk.headers["X-CSRF"] = "1"
+wrk.headers["X-BFF-Launch"] = "$LAUNCH"
+LUA
+run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | awk '
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
+    END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
+: > "$WORK/bff"; : > "$WORK/nginx"; : > "$WORK/direct"
+for r in $(seq 1 "$ROUNDS"); do
+  run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >> "$WORK/bff"
+  run "http://127.0.0.1:$PROXY/fhir/Patient/bench" >> "$WORK/nginx"
+  run "http://127.0.0.1:$UP/fhir/Patient/bench" >> "$WORK/direct"
+done
+for who in bff nginx direct; do
+  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
+    "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)"
+done
+b=$(cut -d' ' -f1 "$WORK/bff" | median); n=$(cut -d' ' -f1 "$WORK/nginx" | median)
+awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", b/n }'
+awk -v a="$(cut -d' ' -f2 "$WORK/bff" | median)" -v d="$(cut -d' ' -f2 "$WORK/direct" | median)" \
+    -v a99="$(cut -d' ' -f3 "$WORK/bff" | median)" -v d99="$(cut -d' ' -f3 "$WORK/direct" | median)" \
+    'BEGIN { printf "added latency over direct: p50 %.3f ms, p99 %.3f ms\n", a-d, a99-d99 }'
