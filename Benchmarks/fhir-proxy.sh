@@ -16,6 +16,7 @@ p = {"resourceType": "Patient", "id": "bench", "meta": {"versionId": "1", "lastU
      "name": [{"use": "official", "family": "Bench", "given": ["Mark"]}], "gender": "other", "birthDate": "1970-01-01"}
 open(sys.argv[1], "w").write(json.dumps(p))
 PY
+chmod 755 "$WORK"; chmod 644 "$WORK/patient.json"   # nginx workers read it
 echo "upstream body: $(wc -c < "$WORK/patient.json") bytes"
 cat > "$WORK/nginx.conf" <<NGINX
 worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
@@ -47,7 +48,7 @@ final=$(curl -s -o /dev/null -w '%{redirect_url}' -b "$JAR" -c "$JAR" "$callback
 LAUNCH=${final##*bff_launch=}
 COOKIE=$(awk '$6 == "bff_session" {print "bff_session=" $7}' "$JAR")
 check=$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench")
-[ "$check" = 200 ] || { echo "login failed ($check)"; cat "$WORK/bff.log" | tail -5; exit 1; }
+[ "$check" = 200 ] || { echo "login failed ($check) launch=$LAUNCH cookie=${COOKIE:0:20}"; curl -s -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench"; echo; echo "$auth" | head -c 300; echo; echo "$callback" | head -c 200; exit 1; }
 cat > "$WORK/headers.lua" <<LUA
 wrk.headers["Cookie"] = "$COOKIE"
 wrk.headers["X-CSRF"] = "1"

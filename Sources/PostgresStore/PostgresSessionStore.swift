@@ -98,6 +98,27 @@ public final class PostgresSessionStore: SessionStore {
         }
     }
 
+    public func proxyContext(sessionID: String, launchID: String?, now: Date) async throws -> ProxyContext? {
+        let rows = try await pool.query("""
+            SELECT s.id_hash, extract(epoch from s.created_at), extract(epoch from s.last_seen_at), extract(epoch from s.expires_at),
+                   l.id_hash, l.iss, l.sub, l.fhir_user, l.scope, l.patient, l.context::text, extract(epoch from l.created_at),
+                   t.access_token, extract(epoch from t.access_expires_at), t.version
+            FROM sessions s
+            LEFT JOIN LATERAL (SELECT * FROM launches WHERE session_hash = s.id_hash AND (\(launchID.map { Identifier.hash($0) })::text IS NULL OR id_hash = \(launchID.map { Identifier.hash($0) })::text)
+                               ORDER BY created_at DESC, id_hash LIMIT 1) l ON true
+            LEFT JOIN tokens t ON t.launch_hash = l.id_hash
+            WHERE s.id_hash = \(Identifier.hash(sessionID)) AND s.expires_at > to_timestamp(\(now))
+            """)
+        guard let r = rows.first else { return nil }
+        let session = SessionRecord(idHash: try r.string(0), createdAt: try r.date(1), lastSeenAt: try r.date(2), expiresAt: try r.date(3))
+        guard let launchHash = r[4] else { return ProxyContext(session: session, launch: nil, accessToken: nil, accessTokenExpiresAt: nil, tokenVersion: 0) }
+        let launch = LaunchRecord(idHash: launchHash, iss: try r.string(5), sub: try r.string(6), fhirUser: r[7], scope: try r.string(8),
+                                  patient: r[9], contextJSON: try r.string(10), createdAt: try r.date(11))
+        let access = try r.optionalBytes(12).map { try cipher.open($0, table: "tokens", column: "access_token", row: launchHash) }
+        return ProxyContext(session: session, launch: launch, accessToken: access, accessTokenExpiresAt: try r.optionalDate(13),
+                            tokenVersion: r[14].flatMap(Int.init) ?? 0)
+    }
+
     public func deleteSession(ofLaunch launchHash: String) async throws {
         try await pool.query("DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash))")
     }

@@ -123,3 +123,21 @@ public struct AuditEntry: Sendable, Equatable {
         self.bytes = bytes
     }
 }
+
+/// What the FHIR proxy needs per request, read in one query: the session, the launch and
+/// its access token (the refresh token is read only under the refresh lock).
+public struct ProxyContext: Sendable {
+    public var session: SessionRecord
+    public var launch: LaunchRecord?
+    public var accessToken: String?
+    public var accessTokenExpiresAt: Date?
+    public var tokenVersion: Int
+
+    public init(session: SessionRecord, launch: LaunchRecord?, accessToken: String?, accessTokenExpiresAt: Date?, tokenVersion: Int) {
+        self.session = session
+        self.launch = launch
+        self.accessToken = accessToken
+        self.accessTokenExpiresAt = accessTokenExpiresAt
+        self.tokenVersion = tokenVersion
+    }
+}

@@ -27,6 +27,10 @@ public protocol SessionStore: Sendable {
     /// Deletes the session and its launches; returns the launches' tokens for revocation.
     func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)]
 
+    /// The unexpired session `id`, its launch `launchID` (or most recent launch) and that
+    /// launch's access token, in one round trip: the FHIR proxy's hot path.
+    func proxyContext(sessionID: String, launchID: String?, now: Date) async throws -> ProxyContext?
+
     /// Deletes the session that holds launch `launchHash` (its grant is gone).
     func deleteSession(ofLaunch launchHash: String) async throws
 

@@ -107,7 +107,9 @@ struct FHIRProxyTests {
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.setCloseMidBody(true)
-        await #expect(throws: (any Error).self) { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch) }
+        // Either a 502 (small bodies are read whole first) or a broken connection: never a 200.
+        let page = try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(page == nil || page?.status == 502, "\(page?.status ?? 0)")
     }
 
     @Test("a slow EHR gives 504 within the read timeout; an EHR that is down gives 502")

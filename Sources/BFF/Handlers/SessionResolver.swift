@@ -17,6 +17,31 @@ struct SessionResolver: Sendable {
     let services: BFFServices
 
     func resolve(_ request: Request, requireLaunch: Bool = true) async throws -> ResolvedSession {
+        let sessionID = try credential(request)
+        guard let session = try await services.store.findSession(id: sessionID, now: services.now()) else {
+            throw Problems.unauthenticated()
+        }
+        let launchID = try launchHeader(request)
+        let launch = try await services.store.findLaunch(sessionID: sessionID, launchID: launchID)
+        if launch == nil && (requireLaunch || launchID != nil) { throw Problems.unauthenticated(launchID == nil ? "No valid session." : "Unknown launch.") }
+        try? await services.store.touchSession(session, ttl: TimeInterval(services.configuration.sessionTTL), now: services.now())
+        return ResolvedSession(sessionID: sessionID, session: session, launch: launch)
+    }
+
+    /// The FHIR proxy's resolution: session, launch and access token in one query.
+    func resolveForProxy(_ request: Request) async throws -> (LaunchRecord, ProxyContext) {
+        let sessionID = try credential(request)
+        let launchID = try launchHeader(request)
+        guard let context = try await services.store.proxyContext(sessionID: sessionID, launchID: launchID, now: services.now()) else {
+            throw Problems.unauthenticated()
+        }
+        guard let launch = context.launch else { throw Problems.unauthenticated(launchID == nil ? "No valid session." : "Unknown launch.") }
+        try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: services.now())
+        return (launch, context)
+    }
+
+    /// The session identifier: a bearer session token, or the cookie (which needs `X-CSRF: 1`).
+    private func credential(_ request: Request) throws -> String {
         let sessionID: String
         if let authorization = request.headers["Authorization"] {
             guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { throw Problems.unauthenticated() }
@@ -27,14 +52,13 @@ struct SessionResolver: Sendable {
         } else {
             throw Problems.unauthenticated()
         }
-        guard sessionID.utf8.count <= 128, let session = try await services.store.findSession(id: sessionID, now: services.now()) else {
-            throw Problems.unauthenticated()
-        }
+        guard sessionID.utf8.count <= 128 else { throw Problems.unauthenticated() }
+        return sessionID
+    }
+
+    private func launchHeader(_ request: Request) throws -> String? {
         let launchID = request.headers["X-BFF-Launch"]
         if let launchID, launchID.isEmpty || launchID.utf8.count > 128 { throw Problems.unauthenticated("Unknown launch.") }
-        let launch = try await services.store.findLaunch(sessionID: sessionID, launchID: launchID)
-        if launch == nil && (requireLaunch || launchID != nil) { throw Problems.unauthenticated(launchID == nil ? "No valid session." : "Unknown launch.") }
-        try? await services.store.touchSession(session, ttl: TimeInterval(services.configuration.sessionTTL), now: services.now())
-        return ResolvedSession(sessionID: sessionID, session: session, launch: launch)
+        return launchID
     }
 }

@@ -16,20 +16,27 @@ struct FHIRProxy: Sendable {
     func handle(_ request: Request) async throws -> Response {
         let path = request.pathParameters["*"] ?? ""
         if let problem = FHIRPath.problem(path: path, query: request.query) { throw Problems.badRequest(problem, type: "unsafe-fhir-path") }
-        let resolved = try await SessionResolver(services: services).resolve(request)
-        let launch = resolved.launch!
+        let (launch, context) = try await SessionResolver(services: services).resolveForProxy(request)
         try checkScopes(launch, path: path, request: request)
 
-        var tokens = try await refresher.tokens(for: launch)
+        // The common case needs no refresh and no lock: the token came with the session query.
+        var token: String
+        var version = context.tokenVersion
+        if let access = context.accessToken, !TokenRefresher.isExpiring(context.accessTokenExpiresAt, now: services.now()) {
+            token = access
+        } else {
+            let tokens = try await refresher.tokens(for: launch)
+            (token, version) = (tokens.accessToken, tokens.version)
+        }
         let url = launch.iss + "/" + path + (request.query.map { "?" + $0 } ?? "")
-        var upstream = try await send(request, url: url, token: tokens.accessToken)
+        var upstream = try await send(request, url: url, token: token)
         if upstream.status == 401 {
             // Once: the EHR may have ended the token early.
-            tokens = try await refresher.tokens(for: launch, staleVersion: tokens.version)
+            let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             upstream.body.cancel()
             upstream = try await send(request, url: url, token: tokens.accessToken)
         }
-        return respond(upstream, request: request, launch: launch)
+        return try await respond(upstream, request: request, launch: launch)
     }
 
     private func checkScopes(_ launch: LaunchRecord, path: String, request: Request) throws {
@@ -59,7 +66,11 @@ struct FHIRProxy: Sendable {
         }
     }
 
-    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord) -> Response {
+    /// Bodies up to this size (by `Content-Length`) are read whole and answered at once;
+    /// larger or unsized ones stream through.
+    static let bufferLimit = 256 * 1024
+
+    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord) async throws -> Response {
         var response = Response(status: HTTPStatus(code: upstream.status))
         for name in ["Content-Type", "ETag", "Last-Modified"] {
             if let value = upstream.header(name) { response.headers.add(name, value) }
@@ -80,6 +91,18 @@ struct FHIRProxy: Sendable {
             audit(0)
             // HEAD keeps the upstream length (when the body would not be rewritten); no bytes follow.
             response.body = .stream(length: request.method == "HEAD" && !rewrite ? declared : nil) { _ in }
+            return response
+        }
+        if let declared, declared <= FHIRProxy.bufferLimit {
+            let bytes: [UInt8]
+            do { bytes = try await body.collect(limit: FHIRProxy.bufferLimit) } catch {
+                audit(0)
+                services.metrics.recordUpstreamError("truncated")
+                throw Problems.upstream(.badGateway, "The EHR's response ended early.")
+            }
+            audit(Int64(bytes.count))
+            var rewriter = URLRewriter(from: iss, to: publicBase)
+            response.body = .bytes(rewrite ? rewriter.rewrite(bytes) + rewriter.finish() : bytes)
             return response
         }
         response.body = .stream(length: rewrite ? nil : declared) { writer in

@@ -16,13 +16,17 @@ actor TokenRefresher {
 
     init(services: BFFServices) { self.services = services }
 
+    /// Whether an access token expiring at `expiresAt` should be refreshed before use.
+    nonisolated static func isExpiring(_ expiresAt: Date?, now: Date) -> Bool {
+        expiresAt.map { $0.timeIntervalSince(now) < margin } ?? false
+    }
+
     /// The launch's tokens, refreshed first when they are about to expire. With
     /// `staleVersion` (after an upstream 401), refreshes unless someone already did.
     func tokens(for launch: LaunchRecord, staleVersion: Int? = nil) async throws -> TokenSet {
         guard let current = try await services.store.tokens(launchHash: launch.idHash) else { throw Problems.sessionEnded() }
-        let expiring = current.accessTokenExpiresAt.map { $0.timeIntervalSince(services.now()) < TokenRefresher.margin } ?? false
         let rejected = staleVersion.map { $0 == current.version } ?? false
-        guard expiring || rejected else { return current }
+        guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now()) || rejected else { return current }
         if let task = inFlight[launch.idHash] { return try await task.value }
         let task = Task { [services] in try await TokenRefresher.refresh(launch, seen: current.version, services: services) }
         inFlight[launch.idHash] = task
