@@ -1,0 +1,87 @@
+import BFF
+import Foundation
+import HTTPCore
+import SMART
+import Testing
+
+@Suite("configuration, cookie, return_to and discovery parsing")
+struct ConfigurationAndPolicyTests {
+    let issuers = Array(#"[{"iss":"https://ehr.example/fhir/","client_id":"app","client_secret":"s3cret"}]"#.utf8)
+
+    @Test("every configuration problem is reported at once, naming its variable")
+    func allProblems() {
+        do {
+            _ = try BFFConfiguration.fromEnvironment(["BFF_LISTEN": "nonsense", "BFF_TOKEN_KEY": "short", "BFF_SESSION_TTL": "-5",
+                                                      "BFF_LOG_LEVEL": "loud", "BFF_COOKIE_SAMESITE": "strict",
+                                                      "BFF_RETURN_ORIGINS": "https://ok.example,javascript:"], readFile: { _ in [] })
+            Issue.record("accepted")
+        } catch {
+            let names = ["BFF_LISTEN", "DATABASE_URL", "BFF_ISSUERS_FILE", "BFF_TOKEN_KEY", "BFF_SESSION_TTL", "BFF_LOG_LEVEL",
+                         "BFF_COOKIE_SAMESITE", "BFF_RETURN_ORIGINS"]
+            for name in names { #expect(error.problems.contains { $0.hasPrefix(name + ":") }, "\(name) not reported") }
+            #expect(error.problems.count == names.count)
+        }
+    }
+
+    @Test("a valid environment gives the contract's defaults; secrets print redacted")
+    func defaults() throws {
+        let key = Data((0..<32).map { UInt8($0) }).base64EncodedString()
+        let c = try BFFConfiguration.fromEnvironment(["DATABASE_URL": "postgresql://u:pw@db/bff", "BFF_ISSUERS_FILE": "/x",
+                                                      "BFF_TOKEN_KEY": key], readFile: { _ in issuers })
+        #expect(c.listenHost == "127.0.0.1" && c.listenPort == 8080 && c.publicURL == "http://127.0.0.1:8080")
+        #expect(c.returnOrigins == ["http://127.0.0.1:8080"] && c.sessionTTL == 28_800 && c.auditRetentionDays == 2190)
+        #expect(c.issuers.first?.iss == "https://ehr.example/fhir")
+        let printed = "\(c.databaseURL) \(c.tokenKey) \(c.issuers.first!.clientSecret!)"
+        #expect(!printed.contains("pw") && !printed.contains("s3cret") && printed.contains("<redacted>"))
+    }
+
+    @Test("the session cookie: HttpOnly, SameSite, Path=/, no Domain; Secure and __Host- over https; None adds Partitioned")
+    func cookie() {
+        let plain = SessionCookie(secure: false, sameSiteNone: false).set("abc")
+        #expect(plain == "bff_session=abc; Path=/; HttpOnly; SameSite=Lax")
+        let secure = SessionCookie(secure: true, sameSiteNone: false).set("abc")
+        #expect(secure.hasPrefix("__Host-bff_session=abc") && secure.contains("; Secure") && !secure.contains("Domain"))
+        let embedded = SessionCookie(secure: true, sameSiteNone: true).set("abc")
+        #expect(embedded.contains("SameSite=None; Partitioned") && embedded.contains("; Secure"))
+    }
+
+    @Test("return_to: allowed origins and paths pass; anything else is refused")
+    func returnTo() {
+        let policy = ReturnToPolicy(publicURL: "https://bff.example", allowed: ["https://bff.example", "https://app.example", "myapp:"])
+        #expect(policy.resolve(nil) == .web("https://bff.example/"))
+        #expect(policy.resolve("/patients?x=1") == .web("https://bff.example/patients?x=1"))
+        #expect(policy.resolve("https://app.example/cb") == .web("https://app.example/cb"))
+        #expect(policy.resolve("myapp://cb") == .app("myapp://cb"))
+        for evil in ["https://app.example.evil/", "https://app.example@evil.example/", "//evil.example", "/\\evil", "http://app.example/",
+                     "javascript:alert(1)", "otherapp://x", "https://APP.example:444/", " /x", "/x\ny"] {
+            #expect(policy.resolve(evil) == nil, "\(evil)")
+        }
+    }
+
+    @Test("discovery falls back to the CapabilityStatement's oauth-uris; S256 is required of smart-configuration")
+    func discoveryParsing() throws {
+        let capability = #"""
+        {"resourceType":"CapabilityStatement","rest":[{"mode":"server","security":{"extension":[{"url":"http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris",
+         "extension":[{"url":"authorize","valueUri":"https://ehr.example/auth"},{"url":"token","valueUri":"https://ehr.example/token"},{"url":"revoke","valueUri":"https://ehr.example/revoke"}]}]}}]}
+        """#
+        let config = try SMARTConfiguration.parseCapabilityStatement(Array(capability.utf8))
+        #expect(config.authorizationEndpoint == "https://ehr.example/auth" && config.revocationEndpoint == "https://ehr.example/revoke")
+        #expect(throws: SMARTError.self) {
+            try SMARTConfiguration.parseSMARTConfiguration(Array(#"{"authorization_endpoint":"https://e/a","token_endpoint":"https://e/t","code_challenge_methods_supported":["plain"]}"#.utf8))
+        }
+        #expect(throws: SMARTError.self) {
+            try SMARTConfiguration.parseSMARTConfiguration(Array(#"{"authorization_endpoint":"http://e.example/a","token_endpoint":"https://e/t","code_challenge_methods_supported":["S256"]}"#.utf8))
+        }
+    }
+
+    @Test("SMART scopes: v1 and v2, with category restrictions")
+    func scopes() {
+        let v1 = SMARTScopes("openid patient/Observation.read launch")
+        #expect(v1.allows("Observation", .read) && v1.allows("Observation", .search) && !v1.allows("Condition", .read))
+        let v2 = SMARTScopes("patient/Observation.rs?category=http://terminology.hl7.org/CodeSystem/observation-category|laboratory patient/Patient.r")
+        #expect(v2.allows("Observation", .search, query: [("category", "laboratory")]))
+        #expect(!v2.allows("Observation", .search, query: [("category", "vital-signs")]) && !v2.allows("Observation", .search))
+        #expect(v2.allows("Patient", .read) && !v2.allows("Patient", .search))
+        #expect(SMARTScopes("user/*.cruds").allows("Encounter", .search) && !SMARTScopes("patient/*.sr").allows("Encounter", .read))
+    }
+}
