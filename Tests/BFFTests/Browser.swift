@@ -85,6 +85,16 @@ extension BFFHarness {
         return try await finishCallback(browser, callback)
     }
 
+    /// Starts a standalone login at `loginPath`, picks `patient`, and returns the callback
+    /// URL the sandbox redirects to (not yet followed).
+    func approvedCallback(_ browser: Browser, loginPath: String = "/login", patient: String = "pat-1") async throws -> String? {
+        let login = try await browser.request(baseURL + loginPath)
+        guard let authorize = login.location else { return nil }
+        let picker = try await browser.request(authorize)
+        guard let range = picker.text.range(of: "/authorize/approve[^\"]*\(patient)", options: .regularExpression) else { return nil }
+        return try await browser.request(sandbox.baseURL + picker.text[range].replacingOccurrences(of: "&amp;", with: "&")).location
+    }
+
     func finishCallback(_ browser: Browser, _ callback: String) async throws -> (page: Browser.Page, launch: String?) {
         let done = try await browser.request(callback)
         let launch = done.location.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "bff_launch" }?.value }

@@ -69,10 +69,7 @@ struct LaunchFlowTests {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        let login = try await browser.request(h.baseURL + "/login")
-        let picker = try await browser.request(login.location!)
-        let href = String(picker.text[picker.text.range(of: "/authorize/approve[^\"]*pat-1", options: .regularExpression)!]).replacingOccurrences(of: "&amp;", with: "&")
-        let callback = try #require(try await browser.request(h.sandbox.baseURL + href).location)
+        let callback = try #require(try await h.approvedCallback(browser))
         if kind == "reused" { _ = try await browser.request(callback) }
         browser.clearCookies()
         await h.sandbox.state.resetCounters()
@@ -93,10 +90,7 @@ struct LaunchFlowTests {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        let login = try await browser.request(h.baseURL + "/login")
-        let picker = try await browser.request(login.location!)
-        let href = String(picker.text[picker.text.range(of: "/authorize/approve[^\"]*pat-1", options: .regularExpression)!]).replacingOccurrences(of: "&amp;", with: "&")
-        let callback = try #require(try await browser.request(h.sandbox.baseURL + href).location)
+        let callback = try #require(try await h.approvedCallback(browser))
         var c = URLComponents(string: callback)!
         c.queryItems = c.queryItems!.map { $0.name == "iss" ? URLQueryItem(name: "iss", value: "https://attacker.example/fhir") : $0 }
         await h.sandbox.state.resetCounters()

@@ -9,11 +9,8 @@ import Testing
 struct MobileAndClientAuthTests {
     func handoffLogin(_ h: BFFHarness, _ browser: Browser, verifier: String) async throws -> String {
         let challenge = Base64URL.encode(SHA256.hash(Array(verifier.utf8)))
-        let login = try await browser.request(h.baseURL + "/login?return_to=myapp%3A%2F%2Fcb&handoff_challenge=" + challenge)
-        #expect(login.status == 302)
-        let picker = try await browser.request(login.location!)
-        let href = String(picker.text[picker.text.range(of: "/authorize/approve[^\"]*pat-1", options: .regularExpression)!]).replacingOccurrences(of: "&amp;", with: "&")
-        let callback = try await browser.request(try #require(try await browser.request(h.sandbox.baseURL + href).location))
+        let approved = try await h.approvedCallback(browser, loginPath: "/login?return_to=myapp%3A%2F%2Fcb&handoff_challenge=" + challenge)
+        let callback = try await browser.request(try #require(approved))
         #expect(callback.status == 302 && callback.setCookies.isEmpty)
         let location = try #require(callback.location)
         #expect(location.hasPrefix("myapp://cb?handoff="))

@@ -24,7 +24,7 @@ extension RequestParser {
         guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in chunk size")) }
         var k = 0
         var size = 0
-        while k < lf - 1, let digit = RequestParser.hexValue(b[k]) {
+        while k < lf - 1, let digit = PercentEncoding.hexValue(b[k]) {
             guard k < 15 else { return .failure(.bad("chunk size too large")) }
             size = size << 4 | Int(digit)
             k += 1
@@ -99,14 +99,5 @@ extension RequestParser {
             }
         }
         return true
-    }
-
-    static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x41...0x46: return c - 0x41 + 10
-        case 0x61...0x66: return c - 0x61 + 10
-        default: return nil
-        }
     }
 }
