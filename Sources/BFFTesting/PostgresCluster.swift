@@ -2,36 +2,110 @@ import Foundation
 import PostgresStore
 import Synchronization
 
-/// The throwaway PostgreSQL cluster of a test run: started once per test process on first
-/// use, stopped and deleted at exit. Tests that restart the server start their own
-/// `EmbeddedPostgres` instead.
-public enum PostgresCluster {
-    /// The shared cluster.
-    public static func shared() async throws -> EmbeddedPostgres { try await sharedCluster.value }
+/// A throwaway PostgreSQL 15 cluster for tests: `initdb` and `pg_ctl` from
+/// `/usr/lib/postgresql/15/bin` (run as the `postgres` user when the tests run as root), data
+/// and Unix socket in a fresh temporary folder, `listen_addresses=''`, `fsync=off`, a random
+/// port number for the socket name.
+///
+/// `shared()` starts one cluster per test process on first use; each test takes its own
+/// database from it with `createDatabase()`. Tests that stop or restart the server use a
+/// cluster of their own from `start()`. Every cluster is stopped (`pg_ctl stop -m immediate`)
+/// and its folder deleted at process exit, or earlier by `stop()`.
+public final class PostgresCluster: Sendable {
+    private let server: EmbeddedPostgres
 
-    private static let sharedCluster = Task<EmbeddedPostgres, any Error> {
-        let cluster = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg") }
-        started.withLock { $0.append(cluster) }
-        atexit { for c in PostgresCluster.started.withLock({ $0 }) { c.destroy() } }
-        return cluster
+    private init(server: EmbeddedPostgres) { self.server = server }
+
+    /// The cluster shared by all tests of this process.
+    public static func shared() async throws -> PostgresCluster {
+        let task = registry.withLock { r in
+            if let task = r.shared { return task }
+            let task = Task<PostgresCluster, any Error> { try await PostgresCluster.start() }
+            r.shared = task
+            return task
+        }
+        return try await task.value
     }
 
-    static let started = Mutex<[EmbeddedPostgres]>([])
+    /// A new cluster of the caller's own (for outage and restart tests).
+    public static func start() async throws -> PostgresCluster {
+        let server = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg") }
+        registry.withLock { r in
+            r.started.append(server)
+            if !r.exitHandlerInstalled {
+                r.exitHandlerInstalled = true
+                atexit { PostgresCluster.destroyAll() }
+            }
+        }
+        return PostgresCluster(server: server)
+    }
 
-    /// A private cluster (destroyed at exit if the test does not destroy it first).
-    public static func startPrivate() async throws -> EmbeddedPostgres {
-        let cluster = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg") }
-        started.withLock { $0.append(cluster) }
-        return cluster
+    /// The folder holding the server's Unix socket.
+    public var socketDirectory: String { server.socketDirectory }
+    /// The port number (part of the socket's file name; nothing listens on TCP).
+    public var port: Int { server.port }
+
+    /// A libpq URI for `database`: `postgresql:///DB?host=/tmp/…&port=N&user=postgres`.
+    public func url(database: String = "postgres") -> String { server.url(database: database) }
+
+    /// Creates a fresh, empty database and returns its URI, so tests are isolated.
+    /// - Parameter name: lower-case letters, digits and `_` (a random name when nil).
+    public func createDatabase(name: String? = nil) async throws -> String {
+        let name = name ?? "t_" + Identifierish.random()
+        guard name.utf8.count <= 63, name.first.map({ $0.isLetter || $0 == "_" }) == true,
+              name.allSatisfy({ ($0.isASCII && $0.isLowercase) || $0.isNumber || $0 == "_" }) else {
+            throw ClusterError(message: "database names here are [a-z_][a-z0-9_]*: \(name)")
+        }
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = 1
+        let pool = ConnectionPool(url: url(), configuration: configuration)
+        defer { pool.close() }
+        // An identifier cannot be a bound parameter; `name` was checked above.
+        try await pool.query("CREATE DATABASE \(raw: name)")
+        return url(database: name)
+    }
+
+    /// Restarts the server (`pg_ctl restart -m fast`): every open connection breaks.
+    public func restart() async throws { try await runDetached { [server] in try server.restart() } }
+
+    /// Stops the server but keeps its data (an outage); `resume()` starts it again.
+    public func pause() async throws { try await runDetached { [server] in try server.stopServer() } }
+
+    /// Starts the server again after `pause()`.
+    public func resume() async throws { try await runDetached { [server] in try server.startServer() } }
+
+    /// Stops the server at once and deletes its folder (the shared cluster is left alone
+    /// until exit).
+    public func stop() async {
+        if let shared = Self.registry.withLock({ $0.shared }), let cluster = try? await shared.value, cluster === self { return }
+        Self.registry.withLock { r in r.started.removeAll { $0 === server } }
+        _ = try? await runDetached { [server] in server.destroy() }
+    }
+
+    // MARK: Process-wide registry (the one global: clusters to clean up at exit)
+
+    private struct Registry {
+        var shared: Task<PostgresCluster, any Error>?
+        var started: [EmbeddedPostgres] = []
+        var exitHandlerInstalled = false
+    }
+
+    private static let registry = Mutex(Registry())
+
+    private static func destroyAll() {
+        for server in registry.withLock({ $0.started }) { server.destroy() }
     }
 }
 
-extension EmbeddedPostgres {
-    /// Creates a fresh empty database and returns its URI; tests that need isolation use one each.
-    public func createDatabase(_ name: String = "t_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")) async throws -> String {
-        let pool = ConnectionPool(url: url(), configuration: .init())
-        defer { pool.close() }
-        try await pool.query("CREATE DATABASE \(raw: name)")
-        return url(database: name)
+/// A failure setting up the test cluster.
+public struct ClusterError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+enum Identifierish {
+    /// 12 random lower-case hex characters, for database names.
+    static func random() -> String {
+        String(UUID().uuidString.lowercased().filter { $0 != "-" }.prefix(12))
     }
 }

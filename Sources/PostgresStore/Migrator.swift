@@ -4,10 +4,17 @@ import Foundation
 /// each in its own transaction, under a PostgreSQL advisory lock so that instances starting
 /// together are safe. Applied versions are recorded in `schema_migrations`.
 public struct Migrator: Sendable {
+    /// One schema change: `NNNN_name.sql` read as (version, name, sql).
     public struct Migration: Sendable, Equatable {
         public let version: Int
         public let name: String
         public let sql: String
+
+        public init(version: Int, name: String, sql: String) {
+            self.version = version
+            self.name = name
+            self.sql = sql
+        }
     }
 
     /// An arbitrary, fixed key for `pg_advisory_lock`.
@@ -26,13 +33,13 @@ public struct Migrator: Sendable {
         for file in files {
             let stem = file.dropLast(4)
             guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]) else {
-                throw PostgresError(.decoding, "migration file \(file) is not named NNNN_name.sql")
+                throw PostgresError.migration("migration file \(file) is not named NNNN_name.sql")
             }
             let sql = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
             migrations.append(Migration(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql))
         }
         guard Set(migrations.map(\.version)).count == migrations.count else {
-            throw PostgresError(.decoding, "two migration files share a version number")
+            throw PostgresError.migration("two migration files share a version number")
         }
         self.init(migrations: migrations)
     }
@@ -79,6 +86,11 @@ public struct Migrator: Sendable {
                 return applied
             }
         }
+    }
+
+    /// Whether every migration has been applied (for `/readyz`).
+    public func isCurrent(_ pool: ConnectionPool) async throws -> Bool {
+        try await pendingCount(pool) == 0
     }
 
     /// How many migrations the database has not applied (for `/readyz`).

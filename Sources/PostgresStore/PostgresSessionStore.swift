@@ -76,9 +76,12 @@ public final class PostgresSessionStore: SessionStore {
 
     public func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws {
         guard now.timeIntervalSince(session.lastSeenAt) >= touchInterval else { return }
+        // The conditions make the write happen once per interval even when several requests
+        // or instances touch at the same moment, and never revive an expired session.
         try await pool.query("""
             UPDATE sessions SET last_seen_at = to_timestamp(\(now)), expires_at = to_timestamp(\(now.addingTimeInterval(ttl)))
-            WHERE id_hash = \(session.idHash)
+            WHERE id_hash = \(session.idHash) AND expires_at > to_timestamp(\(now))
+              AND last_seen_at <= to_timestamp(\(now.addingTimeInterval(-touchInterval)))
             """)
     }
 
@@ -179,7 +182,7 @@ public final class PostgresSessionStore: SessionStore {
                                            _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T {
         return try await pool.withTransaction { c in
             guard let current = try await self.tokens(hash: hash, on: c, lock: true) else {
-                throw PostgresError(.query, "the launch has no tokens")
+                throw PostgresError.missingRow("the launch has no tokens")
             }
             let (replacement, value) = try await body(current)
             if let replacement {

@@ -1,10 +1,24 @@
 import Cryptography
 
-/// Random identifiers and the hashes under which they are stored.
+/// Random identifiers (session ids, launch ids, `state`, hand-off codes, session tokens) and
+/// the hashes under which they are stored.
 public enum Identifier {
-    /// 32 bytes from OpenSSL's CSPRNG, base64url (43 characters).
+    /// 32 bytes (256 bits) from OpenSSL's CSPRNG, base64url without padding (43 characters).
     public static func make() -> String { SecureRandom.token(bytes: 32) }
 
-    /// SHA-256 of `id`, lower-case hex: what the database stores instead of `id`.
-    public static func hash(_ id: String) -> String { SHA256.hex(SHA256.hash(Array(id.utf8))) }
+    /// SHA-256 of `id`'s UTF-8 bytes, lower-case hex (64 characters): what the database
+    /// stores instead of `id`.
+    public static func hash(_ id: String) -> String { hex(SHA256.hash(Array(id.utf8))) }
+
+    /// Lower-case hex of `bytes`.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }

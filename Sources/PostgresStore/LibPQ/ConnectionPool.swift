@@ -1,21 +1,48 @@
 import Foundation
 import Synchronization
 
-/// A bounded pool of PostgreSQL connections. Acquiring waits at most `acquireTimeout`;
-/// broken connections are dropped and replaced on demand, so the pool recovers by itself
-/// after the server restarts. Every blocking libpq call runs on its connection's queue.
+/// A bounded pool of PostgreSQL connections.
+///
+/// - Acquiring waits at most `acquireTimeout`, then fails with `PostgresError.isPoolTimeout`
+///   (task cancellation ends the wait too).
+/// - An idle connection is checked before it is lent (no round trip): one the server
+///   closed (a restart, `pg_terminate_backend`) or left inside a transaction is dropped and
+///   replaced, so the pool recovers by itself after the server comes back. A connection whose
+///   statement failed for connection reasons is dropped too.
+/// - While the server is down, connecting fails fast (refused, or `connectTimeoutSeconds`).
+/// - Every blocking libpq call runs on the connection's own serial queue (connects on a
+///   Dispatch global queue), never on the Swift concurrency pool.
 public final class ConnectionPool: Sendable {
+    /// Pool settings.
     public struct Configuration: Sendable {
+        /// Most connections open at once.
         public var size = 8
+        /// Longest wait for a free connection.
         public var acquireTimeout: Duration = .seconds(5)
+        /// libpq `connect_timeout` (a setting in the URL wins).
         public var connectTimeoutSeconds = 3
         public init() {}
+    }
+
+    /// What a waiting acquirer is handed.
+    private enum Grant {
+        case connection(PostgresConnection)
+        /// A slot (already counted in `open`): connect yourself.
+        case slot
+        case timedOut
+        case cancelled
+        case closed
+    }
+
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Grant, Never>
     }
 
     private struct State {
         var idle: [PostgresConnection] = []
         var open = 0
-        var waiters: [(id: UInt64, continuation: CheckedContinuation<PostgresConnection?, Never>)] = []
+        var waiters: [Waiter] = []
         var nextWaiter: UInt64 = 0
         var closed = false
     }
@@ -24,172 +51,176 @@ public final class ConnectionPool: Sendable {
     public let configuration: Configuration
     private let state = Mutex(State())
 
+    /// A pool for `url` (a libpq URI or `key=value` string). Connections open on demand.
     public init(url: String, configuration: Configuration = Configuration()) {
         self.url = url
         self.configuration = configuration
     }
 
-    /// Connections open right now, and how many are in use (for metrics).
+    /// Connections open right now, and how many are lent out (for metrics).
     public var usage: (open: Int, inUse: Int) {
         state.withLock { ($0.open, $0.open - $0.idle.count) }
     }
 
-    /// Runs `body` with a connection. Use `connection.run` inside to do blocking work.
+    /// Runs `body` with a connection of its own; inside, `connection.run { … }` does the
+    /// blocking work on the connection's queue.
     public func withConnection<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
         let connection = try await acquire()
-        var healthy = true
-        defer { release(connection, healthy: healthy) }
         do {
-            return try await body(PooledConnection(connection: connection))
+            let value = try await body(PooledConnection(connection: connection))
+            release(connection, reusable: true)
+            return value
         } catch let error as PostgresError where error.isConnectionFailure {
-            healthy = false
+            release(connection, reusable: false)
             throw error
         } catch {
-            healthy = await PooledConnection(connection: connection).runUnchecked { $0.isHealthy }
+            // A connection left inside a transaction is caught at the next checkout.
+            release(connection, reusable: true)
             throw error
         }
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    @discardableResult
     public func withTransaction<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
         try await withConnection { connection in
             try await connection.run { try $0.executeScript("BEGIN") }
+            let value: T
             do {
-                let value = try await body(connection)
-                try await connection.run { try $0.executeScript("COMMIT") }
-                return value
+                value = try await body(connection)
             } catch {
                 try? await connection.run { try $0.executeScript("ROLLBACK") }
                 throw error
             }
+            try await connection.run { try $0.executeScript("COMMIT") }
+            return value
         }
     }
 
-    /// Runs one query.
+    /// Runs one statement and returns its rows.
     @discardableResult
     public func query(_ query: Query) async throws -> [PostgresRow] {
         try await withConnection { connection in try await connection.run { try $0.execute(query) } }
     }
 
-    /// Closes idle connections and refuses new work.
+    /// Closes idle connections, fails every waiter, and refuses new work. Lent connections
+    /// close when they come back.
     public func close() {
-        let waiting = state.withLock { s -> [CheckedContinuation<PostgresConnection?, Never>] in
+        let waiters = state.withLock { s -> [Waiter] in
             s.closed = true
             s.open -= s.idle.count
             s.idle.removeAll()
             defer { s.waiters.removeAll() }
-            return s.waiters.map(\.continuation)
+            return s.waiters
         }
-        for w in waiting { w.resume(returning: nil) }
+        for waiter in waiters { waiter.continuation.resume(returning: .closed) }
     }
 
-    private enum Acquire { case ready(PostgresConnection), connect, wait(UInt64), closed }
+    // MARK: Acquire and release
+
+    private enum Decision { case ready(PostgresConnection), connect, wait, closed }
 
     private func acquire() async throws -> PostgresConnection {
-        let decision = state.withLock { s -> Acquire in
+        let decision = state.withLock { s -> Decision in
             if s.closed { return .closed }
-            if let c = s.idle.popLast() { return .ready(c) }
+            if let idle = s.idle.popLast() { return .ready(idle) }
             if s.open < configuration.size { s.open += 1; return .connect }
-            s.nextWaiter += 1
-            return .wait(s.nextWaiter)
+            return .wait
         }
         switch decision {
         case .closed:
-            throw PostgresError(.closed, "the connection pool is closed")
+            throw PostgresError.closed
         case let .ready(connection):
-            return connection
+            return try await verified(connection)
         case .connect:
-            do { return try await connect() } catch {
-                state.withLock { $0.open -= 1 }
-                throw error
+            return try await connectInSlot()
+        case .wait:
+            switch await waitForGrant() {
+            case let .connection(connection): return try await verified(connection)
+            case .slot: return try await connectInSlot()
+            case .timedOut: throw PostgresError.poolTimeout(configuration.acquireTimeout)
+            case .cancelled: throw CancellationError()
+            case .closed: throw PostgresError.closed
             }
-        case let .wait(id):
-            return try await wait(id)
         }
     }
 
-    private func wait(_ id: UInt64) async throws -> PostgresConnection {
-        let timeout = configuration.acquireTimeout
-        let connection: PostgresConnection? = await withCheckedContinuation { continuation in
-            state.withLock { $0.waiters.append((id, continuation)) }
-            Task {
-                try? await Task.sleep(for: timeout)
-                let expired = state.withLock { s -> CheckedContinuation<PostgresConnection?, Never>? in
-                    guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                    return s.waiters.remove(at: i).continuation
-                }
-                expired?.resume(returning: nil)
-            }
+    /// `connection` if the server has not closed it, else a new one in its slot. The
+    /// connection is idle and ours alone, and the check never blocks (a zero-timeout `poll`),
+    /// so it runs on this thread without a queue hop.
+    private func verified(_ connection: PostgresConnection) async throws -> PostgresConnection {
+        if connection.isUsable() { return connection }
+        return try await connectInSlot()
+    }
+
+    /// Opens a connection in a slot already counted in `open`; gives the slot up on failure.
+    private func connectInSlot() async throws -> PostgresConnection {
+        do {
+            return try await connect()
+        } catch {
+            release(nil, reusable: false)
+            throw error
         }
-        guard let connection else { throw PostgresError(.poolTimeout, "no database connection became free in time") }
-        return connection
+    }
+
+    private func waitForGrant() async -> Grant {
+        let timeout = configuration.acquireTimeout
+        let id = state.withLock { s -> UInt64 in
+            s.nextWaiter += 1
+            return s.nextWaiter
+        }
+        // A Dispatch timer, not a task: the deadline must hold even when the Swift
+        // concurrency pool is busy (a sleeping task could wake seconds late under load).
+        let timer = DispatchWorkItem { [weak self] in self?.removeWaiter(id)?.resume(returning: .timedOut) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000
+            + timeout.components.attoseconds / 1_000_000_000_000_000)), execute: timer)
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
+                let enqueued = state.withLock { s -> Bool in
+                    // Checked under the lock that `onCancel` takes, so a waiter is never lost.
+                    guard !Task.isCancelled, !s.closed else { return false }
+                    s.waiters.append(Waiter(id: id, continuation: continuation))
+                    return true
+                }
+                if !enqueued { continuation.resume(returning: Task.isCancelled ? .cancelled : .closed) }
+            }
+        } onCancel: {
+            self.removeWaiter(id)?.resume(returning: .cancelled)
+        }
+    }
+
+    private func removeWaiter(_ id: UInt64) -> CheckedContinuation<Grant, Never>? {
+        state.withLock { s in
+            guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return s.waiters.remove(at: index).continuation
+        }
+    }
+
+    /// Returns a connection (or, with `nil`, an empty slot) to the pool: to the first waiter
+    /// if there is one, else to the idle list; a connection that is not reusable is closed
+    /// and its slot goes to a waiter, who connects anew.
+    private func release(_ connection: PostgresConnection?, reusable: Bool) {
+        let handOff = state.withLock { s -> (Waiter, Grant)? in
+            if s.closed {
+                s.open -= 1
+                return nil
+            }
+            let grant: Grant
+            if let connection, reusable { grant = .connection(connection) } else { grant = .slot }
+            if !s.waiters.isEmpty { return (s.waiters.removeFirst(), grant) }
+            if case let .connection(c) = grant { s.idle.append(c) } else { s.open -= 1 }
+            return nil
+        }
+        if let (waiter, grant) = handOff { waiter.continuation.resume(returning: grant) }
     }
 
     private func connect() async throws -> PostgresConnection {
         let url = self.url, seconds = configuration.connectTimeoutSeconds
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                do { continuation.resume(returning: try PostgresConnection(url: url, connectTimeoutSeconds: seconds)) } catch {
-                    continuation.resume(throwing: error)
-                }
+                continuation.resume(with: Result { () throws(PostgresError) in try PostgresConnection(url: url, connectTimeoutSeconds: seconds) })
             }
         }
-    }
-
-    private func release(_ connection: PostgresConnection, healthy: Bool) {
-        let waiter = state.withLock { s -> CheckedContinuation<PostgresConnection?, Never>? in
-            guard healthy, !s.closed else {
-                s.open -= 1
-                return nil
-            }
-            if !s.waiters.isEmpty { return s.waiters.removeFirst().continuation }
-            s.idle.append(connection)
-            return nil
-        }
-        if let waiter { waiter.resume(returning: connection) } else if !healthy {
-            // A waiter may now open a fresh connection instead.
-            wakeOneWaiterToConnect()
-        }
-    }
-
-    /// After a broken connection was dropped, lets one waiter open a new one.
-    private func wakeOneWaiterToConnect() {
-        let waiter = state.withLock { s -> CheckedContinuation<PostgresConnection?, Never>? in
-            guard !s.waiters.isEmpty, s.open < configuration.size else { return nil }
-            return s.waiters.removeFirst().continuation
-        }
-        guard let waiter else { return }
-        Task {
-            state.withLock { $0.open += 1 }
-            if let c = try? await connect() { waiter.resume(returning: c) } else {
-                state.withLock { $0.open -= 1 }
-                waiter.resume(returning: nil)
-            }
-        }
-    }
-}
-
-/// A connection lent by the pool. `run` executes blocking libpq work on the connection's
-/// own queue.
-public struct PooledConnection: Sendable {
-    let connection: PostgresConnection
-
-    public func run<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            connection.queue.async {
-                do { continuation.resume(returning: try work(connection)) } catch { continuation.resume(throwing: error) }
-            }
-        }
-    }
-
-    func runUnchecked<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            connection.queue.async { continuation.resume(returning: work(connection)) }
-        }
-    }
-
-    /// Runs one query.
-    public func query(_ query: Query) async throws -> [PostgresRow] {
-        try await run { try $0.execute(query) }
     }
 }

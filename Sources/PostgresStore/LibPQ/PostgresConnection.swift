@@ -1,102 +1,112 @@
 internal import CLibPQ
 import Foundation
 
-/// One libpq connection. It owns its `PGconn*` (PQfinish in deinit, also after a failed
-/// connect) and is used by one thread at a time: the pool runs every call on the
-/// connection's own serial queue, never on the Swift concurrency pool.
+/// One libpq connection. It owns its `PGconn*` (`PQfinish` in `deinit`, and straight away
+/// after a failed connect) and is used by one thread at a time: the pool runs every call on
+/// the connection's own serial `queue`, never on the Swift concurrency pool.
 public final class PostgresConnection: @unchecked Sendable {
-    // @unchecked: `conn` and `prepared` are touched only on `queue`.
+    // @unchecked: `conn` and `prepared` are touched only on `queue` (or before the
+    // connection is shared, in `init`).
     private let conn: OpaquePointer
     private var prepared: [String: String] = [:]
     /// The serial queue all of this connection's blocking calls run on.
     public let queue: DispatchQueue
+    /// At most this many statements are prepared per connection; others run unprepared, so
+    /// statements built per call (batched inserts) cannot grow the server's memory.
+    static let preparedStatementLimit = 64
 
-    /// Connects with `PQconnectdbParams`; `url` is expanded as the `dbname` keyword, so it
-    /// may be a URI or a key=value string, and nothing is built by string interpolation.
+    /// Connects (blocking) with `PQconnectdbParams`. `url` is passed as the `dbname` keyword
+    /// with `expand_dbname = 1`, so it may be a URI or a `key=value` string, and no connection
+    /// string is ever built by interpolation. Settings in `url` override our defaults
+    /// (`connect_timeout`, TCP keepalives, `application_name`).
     public init(url: String, connectTimeoutSeconds: Int = 5) throws(PostgresError) {
-        let keywords = ["connect_timeout", "application_name", "dbname"]
-        let values = [String(connectTimeoutSeconds), "smart-bff", url]
-        let connection: OpaquePointer? = PostgresConnection.withCStrings(keywords) { k in
-            PostgresConnection.withCStrings(values) { v in PQconnectdbParams(k, v, 1) }
+        let parameters: [(String, String)] = [
+            ("connect_timeout", String(connectTimeoutSeconds)),
+            ("application_name", "smart-bff"),
+            // TCP only (ignored on Unix sockets): notice a vanished server instead of hanging.
+            ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3"),
+            ("tcp_user_timeout", "30000"),
+            ("dbname", url),
+        ]
+        let connection: OpaquePointer? = CStringArray.with(parameters.map(\.0)) { keywords in
+            CStringArray.with(parameters.map(\.1)) { values in PQconnectdbParams(keywords, values, 1) }
         }
-        guard let connection else { throw PostgresError(.connection, "out of memory connecting to PostgreSQL") }
+        guard let connection else { throw .connection("out of memory connecting to PostgreSQL") }
         guard PQstatus(connection) == CONNECTION_OK else {
-            let message = PostgresError.redact(String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines))
+            let message = PostgresError.redact(String(cString: PQerrorMessage(connection)))
             PQfinish(connection)
-            throw PostgresError(.connection, "cannot connect to PostgreSQL: \(message)")
+            throw .connection("cannot connect to PostgreSQL: \(message)")
         }
+        // Server notices (e.g. "relation already exists, skipping") would go to stderr.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         conn = connection
         queue = DispatchQueue(label: "smart-bff.postgres")
+        // Timestamps are decoded from ISO text; make sure the server sends ISO.
+        if let style = PQparameterStatus(connection, "DateStyle"), !String(cString: style).hasPrefix("ISO") {
+            try executeScript("SET DateStyle TO ISO")
+        }
     }
 
     deinit { PQfinish(conn) }
 
-    /// Whether the connection is still usable.
+    /// Whether the connection is still open (no network round trip).
     public var isHealthy: Bool { PQstatus(conn) == CONNECTION_OK }
 
-    /// Runs `query` (blocking; call on `queue`). Statements are prepared once per
-    /// connection and executed with their parameters in text format.
+    /// Whether the connection can be lent out: open, outside any transaction, and nothing
+    /// waiting on its socket. An idle connection receives bytes only when the server is ending
+    /// it (the FATAL notice of a shutdown or restart, `pg_terminate_backend`,
+    /// `idle_session_timeout`) or has closed it (EOF), so readable means finished. Never blocks
+    /// (`poll` with a zero timeout).
+    func isUsable() -> Bool {
+        guard PQstatus(conn) == CONNECTION_OK, PQtransactionStatus(conn) == PQTRANS_IDLE else { return false }
+        var descriptor = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
+    }
+
+    /// Runs `query` (blocking; call on `queue`). Hot statements are prepared once per
+    /// connection. Parameters go in text format, except `bytea`, which goes in binary.
     public func execute(_ query: Query) throws(PostgresError) -> [PostgresRow] {
-        let name = try prepare(query.sql, count: query.binds.count)
-        let texts = query.binds.map(\.text)
-        let result: OpaquePointer? = PostgresConnection.withOptionalCStrings(texts) { values in
-            PQexecPrepared(conn, name, Int32(texts.count), values, nil, nil, 0)
+        for (index, bind) in query.binds.enumerated() {
+            if case let .text(text) = bind.wire, text.utf8.contains(0) { throw .invalidParameter(index + 1) }
         }
-        return try rows(of: result)
+        let statement = try preparedName(for: query)
+        let types = query.binds.map(\.typeOID)
+        let result: OpaquePointer? = ParameterBuffers.with(query.binds) { count, values, lengths, formats in
+            if let statement {
+                return PQexecPrepared(conn, statement, count, values, lengths, formats, 0)
+            }
+            return PQexecParams(conn, query.sql, count, types, values, lengths, formats, 0)
+        }
+        return try rows(of: result, context: query.name)
     }
 
-    /// Runs SQL text without parameters (migrations, BEGIN/COMMIT); may hold several statements.
+    /// Runs SQL text without parameters (migrations, `BEGIN`/`COMMIT`); it may hold several
+    /// statements. Never pass input here.
     public func executeScript(_ sql: String) throws(PostgresError) {
-        _ = try rows(of: PQexec(conn, sql))
+        _ = try rows(of: PQexec(conn, sql), context: nil)
     }
 
-    private func prepare(_ sql: String, count: Int) throws(PostgresError) -> String {
-        if let name = prepared[sql] { return name }
-        let name = "s\(prepared.count)"
-        _ = try rows(of: PQprepare(conn, name, sql, Int32(count), nil))
-        prepared[sql] = name
+    private func preparedName(for query: Query) throws(PostgresError) -> String? {
+        if let name = prepared[query.sql] { return name }
+        guard prepared.count < PostgresConnection.preparedStatementLimit else { return nil }
+        let name = "bff_\(prepared.count)"
+        let types = query.binds.map(\.typeOID)
+        _ = try rows(of: PQprepare(conn, name, query.sql, Int32(types.count), types), context: query.name)
+        prepared[query.sql] = name
         return name
     }
 
-    /// Copies the rows out of a result and clears it, on every path.
-    private func rows(of result: OpaquePointer?) throws(PostgresError) -> [PostgresRow] {
+    /// Turns a libpq result into rows or a typed error; the result is cleared on every path.
+    private func rows(of result: OpaquePointer?, context: String?) throws(PostgresError) -> [PostgresRow] {
         guard let result else {
-            throw PostgresError(isHealthy ? .query : .connection, PostgresError.redact(String(cString: PQerrorMessage(conn))))
+            throw .connection("PostgreSQL connection failed: " + PostgresError.redact(String(cString: PQerrorMessage(conn))))
         }
-        defer { PQclear(result) }
-        switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
-            return []
-        case PGRES_TUPLES_OK:
-            let rowCount = Int(PQntuples(result)), columns = Int(PQnfields(result))
-            var rows: [PostgresRow] = []
-            rows.reserveCapacity(rowCount)
-            for r in 0..<rowCount {
-                var values: [String?] = []
-                values.reserveCapacity(columns)
-                for c in 0..<columns {
-                    values.append(PQgetisnull(result, Int32(r), Int32(c)) == 1 ? nil : String(cString: PQgetvalue(result, Int32(r), Int32(c))))
-                }
-                rows.append(PostgresRow(values: values))
-            }
-            return rows
-        default:
-            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
-            let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? "query failed"
-            if !isHealthy { throw PostgresError(.connection, sqlState: state, "connection lost") }
-            throw PostgresError(.query, sqlState: state, PostgresError.redact(primary))
+        let owned = QueryResult(takingOwnershipOf: result)
+        do {
+            return try owned.rows(context: context)
+        } catch {
+            if !isHealthy || error.isServerGone { throw .connection("PostgreSQL connection lost (\(error.sqlState ?? "no SQLSTATE"))") }
+            throw error
         }
-    }
-
-    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        withOptionalCStrings(strings.map { Optional($0) }, body)
-    }
-
-    /// Makes a NULL-terminated array of C strings that lives for the duration of `body`.
-    private static func withOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        let pointers: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0) } }
-        defer { for p in pointers { free(p) } }
-        let array = pointers.map { UnsafePointer($0) } + [nil]
-        return array.withUnsafeBufferPointer { body($0.baseAddress!) }
     }
 }

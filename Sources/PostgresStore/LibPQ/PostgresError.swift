@@ -1,41 +1,107 @@
-import Foundation
-/// A failed database operation. It carries the SQLSTATE and PostgreSQL's primary message
-/// with quoted parts removed; bound values never appear in it.
-public struct PostgresError: Error, Sendable, CustomStringConvertible {
-    enum Code: Sendable, Equatable { case connection, query, poolTimeout, decoding, closed }
+/// A failed database operation, designed like postgres-nio's `PSQLError`: a struct with a
+/// private code, static factories and context (SQLSTATE, which statement failed).
+///
+/// Nothing in it ever holds a bound value: `message` is PostgreSQL's primary message with
+/// every double-quoted part (where the server echoes input) replaced by `"…"`, and the
+/// server's DETAIL field (which may quote key values) is never read. `description` is
+/// generic; `debugDescription` adds the redacted server message.
+public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    private enum Code: String, Sendable {
+        case connection = "connection failed"
+        case query = "statement failed"
+        case poolTimeout = "no connection free in time"
+        case decoding = "unexpected column value"
+        case closed = "connection pool closed"
+        case migration = "migration failed"
+        case missingRow = "row not found"
+        case invalidParameter = "parameter not representable"
+    }
 
-    let code: Code
+    private let code: Code
     /// The five-character SQLSTATE, when the server sent one.
     public let sqlState: String?
-    /// What failed, without values.
+    /// What failed, without values (redacted server message or our own text).
     public let message: String
+    /// A short name for the statement or operation that failed, when known (never SQL values).
+    public let context: String?
 
-    init(_ code: Code, sqlState: String? = nil, _ message: String) {
+    private init(_ code: Code, sqlState: String? = nil, message: String, context: String? = nil) {
         self.code = code
         self.sqlState = sqlState
         self.message = message
+        self.context = context
     }
 
-    /// The database could not be reached (or the connection broke).
+    /// The server could not be reached, or the connection broke.
+    static func connection(_ message: String) -> PostgresError { PostgresError(.connection, message: message) }
+    /// The server refused a statement.
+    static func query(sqlState: String?, serverMessage: String, context: String? = nil) -> PostgresError {
+        PostgresError(.query, sqlState: sqlState, message: redact(serverMessage), context: context)
+    }
+    /// No pooled connection became free within the acquire timeout.
+    static func poolTimeout(_ waited: Duration) -> PostgresError {
+        PostgresError(.poolTimeout, message: "no database connection became free within \(waited)")
+    }
+    /// A column did not hold what the caller asked for.
+    static func decoding(column: Int, expected: String) -> PostgresError {
+        PostgresError(.decoding, message: "column \(column) is not \(expected)")
+    }
+    /// The pool was closed.
+    static var closed: PostgresError { PostgresError(.closed, message: "the connection pool is closed") }
+    /// A migration file or the migration history is unusable.
+    static func migration(_ message: String) -> PostgresError { PostgresError(.migration, message: message) }
+
+    /// A row the operation needs does not exist (`what` names it, never its key).
+    static func missingRow(_ what: String) -> PostgresError { PostgresError(.missingRow, message: what) }
+
+    /// Bound parameter `index` (1-based) cannot be sent: text holding a NUL character, which
+    /// PostgreSQL text cannot store and a C string would silently cut short.
+    static func invalidParameter(_ index: Int) -> PostgresError {
+        PostgresError(.invalidParameter, message: "parameter $\(index) holds a NUL character")
+    }
+
+    /// The database could not be reached (or the connection broke, or the pool is closed).
     public var isConnectionFailure: Bool { code == .connection || code == .closed }
     /// No pooled connection became free in time.
     public var isPoolTimeout: Bool { code == .poolTimeout }
-    /// SQLSTATE 23505.
+    /// SQLSTATE 23505 (unique_violation).
     public var isUniqueViolation: Bool { sqlState == "23505" }
-
-    public var description: String {
-        "database error\(sqlState.map { " [\($0)]" } ?? ""): \(message)"
+    /// SQLSTATE class 08 (connection exception) or 57P01-57P03 (server shutting down or restarting).
+    var isServerGone: Bool {
+        guard let sqlState else { return false }
+        return sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
     }
 
-    /// Removes `"…"` quoted parts, where PostgreSQL sometimes echoes input values.
+    public var description: String {
+        "database error: \(code.rawValue)" + (sqlState.map { " (SQLSTATE \($0))" } ?? "")
+    }
+
+    public var debugDescription: String {
+        description + (context.map { " in \($0)" } ?? "") + ": " + message
+    }
+
+    /// Removes double-quoted parts, where PostgreSQL echoes input values
+    /// (`invalid input syntax for type integer: "…"`).
     static func redact(_ text: String) -> String {
-        if ProcessInfo.processInfo.environment["BFF_DEBUG_SQL"] != nil { return text }
         var out = ""
         var inQuote = false
-        for c in text {
-            if c == "\"" { inQuote.toggle(); out += inQuote ? "\"…" : "\""; continue }
+        for c in text.trimmingWhitespace() {
+            if c == "\"" {
+                inQuote.toggle()
+                out += inQuote ? "\"…" : "\""
+                continue
+            }
             if !inQuote { out.append(c) }
         }
         return out
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> Substring {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        return self[first...last]
     }
 }

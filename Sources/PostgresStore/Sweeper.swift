@@ -1,0 +1,40 @@
+import Foundation
+import Sessions
+
+/// Deletes expired rows and old audit entries every `interval`, in a background task that
+/// stops when cancelled (`stop()`) or when the sweeper is released. A failed sweep (database
+/// down) is reported to `onError` and retried at the next tick.
+public final class Sweeper: Sendable {
+    private let task: Task<Void, Never>
+
+    /// Starts sweeping `store` at once and then every `interval`.
+    /// - Parameters:
+    ///   - now: the clock (injected for tests).
+    ///   - onSweep: called with the number of rows removed by each successful sweep.
+    ///   - onError: called with each failure.
+    public init(store: any SessionStore, interval: Duration = .seconds(60), auditRetentionDays: Int,
+                now: @escaping @Sendable () -> Date = { Date() },
+                onSweep: @escaping @Sendable (Int) -> Void = { _ in },
+                onError: @escaping @Sendable (any Error) -> Void = { _ in }) {
+        task = Task {
+            while !Task.isCancelled {
+                do {
+                    onSweep(try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays))
+                } catch is CancellationError {
+                    return
+                } catch {
+                    onError(error)
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// Stops sweeping (a sweep in flight finishes its statement).
+    public func stop() { task.cancel() }
+
+    /// Waits until the sweeping task has ended (after `stop()`).
+    public func wait() async { await task.value }
+
+    deinit { task.cancel() }
+}

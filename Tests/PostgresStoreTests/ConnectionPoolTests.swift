@@ -1,0 +1,114 @@
+import BFFTesting
+import Foundation
+import PostgresStore
+import Testing
+
+@Suite("ConnectionPool")
+struct ConnectionPoolTests {
+    func pool(size: Int, acquireTimeout: Duration = .seconds(5)) async throws -> ConnectionPool {
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = size
+        configuration.acquireTimeout = acquireTimeout
+        return ConnectionPool(url: try await PostgresCluster.shared().createDatabase(), configuration: configuration)
+    }
+
+    @Test("acquiring from an exhausted pool times out with a clear error, and the pool works afterwards")
+    func acquireTimeout() async throws {
+        let pool = try await pool(size: 1, acquireTimeout: .milliseconds(200))
+        defer { pool.close() }
+        let waited = try await pool.withConnection { _ in
+            let started = ContinuousClock.now
+            await #expect { try await pool.query("SELECT 1") } throws: { ($0 as? PostgresError)?.isPoolTimeout == true }
+            return ContinuousClock.now - started
+        }
+        // 200 ms configured; the upper bound only says "no hang" on a loaded 2-core machine.
+        #expect(waited >= .milliseconds(200) && waited < .seconds(4))
+        #expect(try await pool.query("SELECT 41 + 1").first?.int(0) == 42)
+    }
+
+    @Test("a cancelled wait for a connection ends at once")
+    func cancelledWait() async throws {
+        let pool = try await pool(size: 1, acquireTimeout: .seconds(30))
+        defer { pool.close() }
+        try await pool.withConnection { _ in
+            let waiter = Task { try await pool.query("SELECT 1") }
+            try await Task.sleep(for: .milliseconds(100))
+            let started = ContinuousClock.now
+            waiter.cancel()
+            await #expect(throws: CancellationError.self) { try await waiter.value }
+            #expect(ContinuousClock.now - started < .seconds(2))
+        }
+        #expect(try await pool.query("SELECT 1").count == 1)
+    }
+
+    @Test("never more connections than its size, however many callers")
+    func bounded() async throws {
+        let pool = try await pool(size: 3)
+        defer { pool.close() }
+        let peak = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<40 {
+                group.addTask {
+                    try await pool.query("SELECT pg_sleep(0.01)")
+                    return pool.usage.open
+                }
+            }
+            return try await group.reduce(0) { max($0, $1) }
+        }
+        #expect(peak <= 3)
+        let backends = try await pool.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        #expect(try backends[0].int(0) <= 3)
+    }
+
+    @Test("a connection killed by the server is replaced before anyone notices")
+    func terminatedBackend() async throws {
+        let pool = try await pool(size: 1)
+        defer { pool.close() }
+        let pid = try await pool.query("SELECT pg_backend_pid()")[0].int(0)
+        let admin = ConnectionPool(url: try await PostgresCluster.shared().url())
+        defer { admin.close() }
+        #expect(try await admin.query("SELECT pg_terminate_backend(\(pid))")[0].bool(0))
+        try await Task.sleep(for: .milliseconds(100))
+        let newPID = try await pool.query("SELECT pg_backend_pid()")[0].int(0)
+        #expect(newPID != pid)
+    }
+
+    @Test("a connection given back inside a transaction is not lent out in that state")
+    func leftInTransaction() async throws {
+        struct Oops: Error {}
+        let pool = try await pool(size: 1)
+        defer { pool.close() }
+        try await pool.query("CREATE TABLE t (n integer)")
+        await #expect(throws: Oops.self) {
+            try await pool.withConnection { c in
+                try await c.run { try $0.executeScript("BEGIN; INSERT INTO t VALUES (1)") }
+                throw Oops()
+            }
+        }
+        // Reused as it was, the connection would still hold the insert's transaction id.
+        #expect(try await pool.query("SELECT txid_current_if_assigned() IS NULL")[0].bool(0))
+        #expect(try await pool.query("SELECT count(*) FROM t")[0].int(0) == 0)
+    }
+
+    @Test("withTransaction commits on return and rolls back on throw")
+    func transactions() async throws {
+        struct Oops: Error {}
+        let pool = try await pool(size: 2)
+        defer { pool.close() }
+        try await pool.query("CREATE TABLE t (n integer)")
+        try await pool.withTransaction { c in try await c.query("INSERT INTO t VALUES (\(1))") }
+        await #expect(throws: Oops.self) {
+            try await pool.withTransaction { c in
+                try await c.query("INSERT INTO t VALUES (\(2))")
+                throw Oops()
+            }
+        }
+        #expect(try await pool.query("SELECT n FROM t").map { try $0.int(0) } == [1])
+    }
+
+    @Test("a closed pool refuses work with a connection failure")
+    func closed() async throws {
+        let pool = try await pool(size: 1)
+        pool.close()
+        await #expect { try await pool.query("SELECT 1") } throws: { ($0 as? PostgresError)?.isConnectionFailure == true }
+    }
+}
