@@ -21,6 +21,8 @@ public struct TestDatabase: Sendable {
         let url = try await cluster.createDatabase()
         var configuration = ConnectionPool.Configuration()
         configuration.size = poolSize
+        // Generous: tests assert outcomes, not waiting times, and CI machines are loaded.
+        configuration.acquireTimeout = .seconds(30)
         let pool = ConnectionPool(url: url, configuration: configuration)
         try await Migrator(directory: RepositoryPaths.migrations).migrate(pool)
         let key = try AESGCMKey(bytes: SecureRandom.bytes(32))

@@ -72,7 +72,10 @@ public final class SandboxEHR: Sendable {
     /// Starts the sandbox on its own HTTP server; it serves until `shutdown()`.
     /// - Throws: when the address cannot be bound or the signing key cannot be made.
     public static func start(options: Options = Options(), logger: Logger = Logger(label: "smart-bff.sandbox")) async throws -> SandboxEHR {
-        let state = try SandboxState(options: options)
+        // Generating the RSA signing key is CPU work: keep it off the concurrency pool.
+        let state = try await withCheckedThrowingContinuation { (done: CheckedContinuation<SandboxState, any Error>) in
+            Thread { done.resume(with: Result { try SandboxState(options: options) }) }.start()
+        }
         var configuration = ServerConfiguration()
         configuration.host = options.host
         configuration.port = options.port

@@ -104,7 +104,7 @@ struct ServerLiveTests {
             c.send("GET /fast HTTP/1.1\r\nHost: a\r\nX-Slow: ")
             #expect(c.readResponse()?.status == 408)
             #expect(c.isClosedByPeer())
-            #expect(Date().timeIntervalSince(started) < 2.5)
+            #expect(Date().timeIntervalSince(started) < 6) // 0.5 s configured; the bound only says "no hang" under load
             let idle = try RawClient(port: port)
             idle.send("GET /fast HTTP/1.1\r\nHost: a\r\n\r\n")
             #expect(idle.readResponse()?.status == 200)

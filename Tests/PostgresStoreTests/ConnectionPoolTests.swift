@@ -5,7 +5,7 @@ import Testing
 
 @Suite("ConnectionPool")
 struct ConnectionPoolTests {
-    func pool(size: Int, acquireTimeout: Duration = .seconds(5)) async throws -> ConnectionPool {
+    func pool(size: Int, acquireTimeout: Duration = .seconds(30)) async throws -> ConnectionPool {
         var configuration = ConnectionPool.Configuration()
         configuration.size = size
         configuration.acquireTimeout = acquireTimeout
@@ -22,7 +22,7 @@ struct ConnectionPoolTests {
             return ContinuousClock.now - started
         }
         // 200 ms configured; the upper bound only says "no hang" on a loaded 2-core machine.
-        #expect(waited >= .milliseconds(200) && waited < .seconds(4))
+        #expect(waited >= .milliseconds(200) && waited < .seconds(8))
         #expect(try await pool.query("SELECT 41 + 1").first?.int(0) == 42)
     }
 
@@ -36,7 +36,7 @@ struct ConnectionPoolTests {
             let started = ContinuousClock.now
             waiter.cancel()
             await #expect(throws: CancellationError.self) { try await waiter.value }
-            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(ContinuousClock.now - started < .seconds(10)) // far below the 30 s acquire timeout
         }
         #expect(try await pool.query("SELECT 1").count == 1)
     }
