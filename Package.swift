@@ -88,7 +88,7 @@ let package = Package(
     ]
 )
 
-// Benchmarks stay out of the default build (as Hummingbird does): BFF_BENCHMARKS=1 adds them.
+// Benchmarks stay out of the default build: BFF_BENCHMARKS=1 adds them.
 if Context.environment["BFF_BENCHMARKS"] != nil {
     package.targets.append(.executableTarget(
         name: "BFFBench", dependencies: ["BFF", "Sandbox", "PostgresStore", "Sessions", "JWTVerification", "Cryptography", "JSON", "HTTPClient",
