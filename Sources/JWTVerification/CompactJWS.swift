@@ -4,14 +4,20 @@ import JSON
 /// A JWS in compact serialization (RFC 7515 §7.1), parsed strictly: at most 16 KiB, three
 /// canonical base64url parts, header and payload JSON objects without duplicate members.
 public struct CompactJWS: Sendable {
+    /// The largest token accepted, in bytes (16 KiB); checked before anything is decoded.
     public static let maxLength = 16 * 1024
 
+    /// The protected header (a JSON object).
     public let header: JSONValue
+    /// The payload (a JSON object: the claims).
     public let payload: JSONValue
     /// ASCII(BASE64URL(header) || '.' || BASE64URL(payload)).
     public let signingInput: [UInt8]
+    /// The decoded signature bytes.
     public let signature: [UInt8]
 
+    /// Parses `token`; throws `.malformed` for anything that is not a strict compact JWS
+    /// with JSON-object header and payload.
     public init(_ token: String) throws(JWTError) { try self.init(token, payloadMustBeJSON: true) }
 
     /// `payloadMustBeJSON: false` is for generic JWS test vectors only; every token
@@ -37,6 +43,8 @@ public struct CompactJWS: Sendable {
         self.signature = signature
     }
 
+    /// The header's `alg`, if it is a string.
     public var algorithm: String? { header["alg"]?.stringValue }
+    /// The header's `kid`, if it is a string.
     public var keyID: String? { header["kid"]?.stringValue }
 }

@@ -1,20 +1,17 @@
+import Cryptography
 import Foundation
 import JSON
 
-/// What a valid ID token says.
-public struct IDTokenClaims: Sendable {
-    public let subject: String
-    public let fhirUser: String?
-    public let claims: JSONValue
-}
-
-/// Validates OpenID Connect ID tokens (Core §3.1.3.7) exactly as smart-bff's contract
-/// says: compact JWS ≤ 16 KiB, RS256 only, no `crit`, key from the issuer's JWKS by `kid`,
-/// `iss`, `aud` (the client id alone), `azp`, `exp`, `iat` (60 s leeway), `sub`, `nonce`.
+/// Validates OpenID Connect ID tokens (Core §3.1.3.7) exactly as smart-bff's contract says:
+/// a compact JWS of at most 16 KiB, RS256 only, no `crit`; the key is the issuer's JWKS
+/// entry with the token's `kid` (see `JWKSCache`, `JWKSet`, `RSAKeyPolicy`); then the claims
+/// `iss`, `aud` (the client id alone), `azp`, `exp`, `iat` (60 s leeway), `nbf` if present,
+/// `sub` and `nonce`. Times must be JSON numbers.
 public struct IDTokenValidator: Sendable {
     public let jwks: JWKSCache
+    /// Allowed clock skew for `exp`, `iat` and `nbf`, in seconds.
     public let leeway: TimeInterval
-    /// The current time; tests set it.
+    /// The current time (injected; tests fix it).
     public let now: @Sendable () -> Date
 
     public init(jwks: JWKSCache, leeway: TimeInterval = 60, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -23,11 +20,18 @@ public struct IDTokenValidator: Sendable {
         self.now = now
     }
 
+    /// Parses, checks the header, fetches the key, verifies the signature, then the claims.
+    /// - Parameters:
+    ///   - issuer: the issuer's OpenID `issuer` (exact string match with `iss`).
+    ///   - clientID: smart-bff's client id at that issuer.
+    ///   - nonce: the nonce sent in the authorization request; nil when none was sent, and
+    ///     then the token must not carry one either.
+    ///   - jwksURL: the issuer's `jwks_uri`.
     public func validate(_ token: String, issuer: String, clientID: String, nonce: String?, jwksURL: String)
         async throws(JWTError) -> IDTokenClaims {
         let jws = try CompactJWS(token)
         let kid = try JWSVerifier.checkHeader(jws)
-        let key = try await jwks.key(for: kid, jwksURL: jwksURL)
+        let key = try await jwks.key(for: kid, issuer: issuer, jwksURL: jwksURL)
         try JWSVerifier.verifySignature(jws, key: key)
         return try checkClaims(jws.payload, issuer: issuer, clientID: clientID, nonce: nonce)
     }
@@ -41,7 +45,7 @@ public struct IDTokenValidator: Sendable {
         case let .array(auds)?:
             guard auds.count == 1, auds[0].stringValue == clientID else { throw .claim("aud", "must hold only the client id") }
         default:
-            throw .claim("aud", "is missing")
+            throw .claim("aud", "is missing or not a string or array")
         }
         if let azp = c["azp"] { guard azp.stringValue == clientID else { throw .claim("azp", "is not the client id") } }
         let now = self.now().timeIntervalSince1970
@@ -50,11 +54,15 @@ public struct IDTokenValidator: Sendable {
         guard let iat = c["iat"]?.doubleValue else { throw .claim("iat", "is missing or not a number") }
         guard iat <= now + leeway else { throw .claim("iat", "is in the future") }
         if let nbf = c["nbf"] {
-            guard let t = nbf.doubleValue, t <= now + leeway else { throw .claim("nbf", "is in the future") }
+            guard let t = nbf.doubleValue, t <= now + leeway else { throw .claim("nbf", "is in the future or not a number") }
         }
-        guard let sub = c["sub"]?.stringValue, !sub.isEmpty else { throw .claim("sub", "is missing") }
+        guard let sub = c["sub"]?.stringValue, !sub.isEmpty else { throw .claim("sub", "is missing or empty") }
         if let nonce {
-            guard c["nonce"]?.stringValue == nonce else { throw .claim("nonce", "does not match the request") }
+            guard let sent = c["nonce"]?.stringValue, constantTimeEquals(Array(sent.utf8), Array(nonce.utf8)) else {
+                throw .claim("nonce", "does not match the request")
+            }
+        } else if c["nonce"] != nil {
+            throw .claim("nonce", "present although none was sent")
         }
         if let fhirUser = c["fhirUser"], fhirUser.stringValue == nil { throw .claim("fhirUser", "is not a string") }
         return IDTokenClaims(subject: sub, fhirUser: c["fhirUser"]?.stringValue, claims: c)

@@ -1,23 +1,28 @@
 import Cryptography
-import Foundation
 
-/// JWKS per issuer, cached. A token whose `kid` is not in the cached set triggers a
-/// re-fetch, at most one per issuer every `refetchInterval` (10 s), so forged kids cannot
-/// make smart-bff hammer an EHR.
+/// The JWKS of each issuer, cached.
+///
+/// A token whose `kid` is not in the cached set triggers a re-fetch, at most one per issuer
+/// every `refetchInterval` (10 s), so forged kids cannot make smart-bff hammer an EHR;
+/// callers that arrive while a fetch is under way wait for it instead of starting another.
+/// A change of the issuer's JWKS URL (new discovery document) fetches at once. The network
+/// is reached only through the injected `fetch`, and time only through `clock`.
 public actor JWKSCache {
+    /// Fetches the JWKS document at a URL (the BFF's HTTP client; a stub in tests).
     public typealias Fetch = @Sendable (_ url: String) async throws -> [UInt8]
 
     private struct Entry {
-        var keys: JWKSet
-        var fetchedAt: ContinuousClock.Instant
+        let url: String
+        let keys: JWKSet
     }
 
     private let fetch: Fetch
     private let refetchInterval: Duration
     private let clock: @Sendable () -> ContinuousClock.Instant
     private var entries: [String: Entry] = [:]
-    private var lastAttempt: [String: ContinuousClock.Instant] = [:]
-    /// How many times each JWKS URL was fetched (tests, metrics).
+    private var lastFetch: [String: ContinuousClock.Instant] = [:]
+    private var inFlight: [String: (url: String, task: Task<JWKSet, any Error>)] = [:]
+    /// How many fetches were started for each issuer (tests, metrics).
     public private(set) var fetchCount: [String: Int] = [:]
 
     public init(refetchInterval: Duration = .seconds(10),
@@ -28,21 +33,52 @@ public actor JWKSCache {
         self.clock = clock
     }
 
-    /// The key for `kid` from the JWKS at `url`.
-    public func key(for kid: String?, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {
-        if let entry = entries[url], let key = try? entry.keys.key(for: kid) { return key }
-        if entries[url] != nil, let last = lastAttempt[url], clock() - last < refetchInterval {
-            throw JWTError(.unknownKey, "unknown kid (JWKS re-fetched less than 10 s ago)", kid: kid)
+    /// The key for `kid` (nil: the token has none) from `issuer`'s JWKS at `url`.
+    public func key(for kid: String?, issuer: String, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {
+        if let entry = entries[issuer], entry.url == url {
+            if let key = try? entry.keys.key(for: kid) { return key }
+            if inFlight[issuer] == nil, let last = lastFetch[issuer], clock() - last < refetchInterval {
+                throw .unknownKey("unknown kid (JWKS re-fetched less than \(refetchInterval) ago)", kid: kid)
+            }
         }
-        try await refresh(url)
-        return try entries[url]!.keys.key(for: kid)
+        return try await refresh(issuer: issuer, url: url).key(for: kid)
     }
 
-    private func refresh(_ url: String) async throws(JWTError) {
-        lastAttempt[url] = clock()
-        fetchCount[url, default: 0] += 1
-        let bytes: [UInt8]
-        do { bytes = try await fetch(url) } catch { throw JWTError(.jwksUnavailable, "JWKS could not be fetched") }
-        entries[url] = Entry(keys: try JWKSet(json: bytes), fetchedAt: clock())
+    /// The same, with the JWKS URL standing for the issuer.
+    public func key(for kid: String?, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {
+        try await key(for: kid, issuer: url, jwksURL: url)
+    }
+
+    /// Fetches (or joins the fetch under way) and caches the issuer's JWKS.
+    private func refresh(issuer: String, url: String) async throws(JWTError) -> JWKSet {
+        let task: Task<JWKSet, any Error>
+        if let running = inFlight[issuer], running.url == url {
+            task = running.task
+        } else {
+            lastFetch[issuer] = clock()
+            fetchCount[issuer, default: 0] += 1
+            let fetch = self.fetch
+            task = Task {
+                let bytes: [UInt8]
+                do { bytes = try await fetch(url) } catch { throw JWTError.jwksUnavailable("JWKS could not be fetched") }
+                return try JWKSet(json: bytes)
+            }
+            inFlight[issuer] = (url, task)
+        }
+        let result = await task.result
+        // The first caller to resume after the fetch caches its result, in the same actor
+        // step that clears `inFlight`, so a later fetch's keys are never overwritten.
+        if inFlight[issuer]?.task == task {
+            inFlight[issuer] = nil
+            if case let .success(keys) = result { entries[issuer] = Entry(url: url, keys: keys) }
+        }
+        switch result {
+        case let .success(keys):
+            return keys
+        case let .failure(error as JWTError):
+            throw error
+        case .failure:
+            throw .jwksUnavailable("JWKS could not be fetched")
+        }
     }
 }

@@ -22,11 +22,6 @@ struct WycheproofJOSETests {
         var testDescription: String { "\(file) \(group) #\(id) \(comment)" }
     }
 
-    /// Cases where the verdict under our policy differs from the rule above, with the reason.
-    static let exceptions: [String: String] = [
-        "rejectsKeyWithRocaVulnerability": "ROCA-weak moduli are not detected (keys come from the EHR's own JWKS over TLS); recorded as a known gap",
-    ]
-
     static func load(_ name: String) -> [Case] {
         let url = Bundle.module.url(forResource: "Fixtures/wycheproof/" + name, withExtension: "json")!
         let json = try! JSONSerialization.jsonObject(with: Data(contentsOf: url)) as! [String: Any]
@@ -91,15 +86,9 @@ struct WycheproofJOSETests {
     @Test("every JWS and JWK case gets its verdict under the RS256-only policy", arguments: cases)
     func verdict(_ c: Case) {
         #expect(WycheproofJOSETests.verify(c) == WycheproofJOSETests.expected(c), "\(c.testDescription)")
-        // The same case with a non-JSON payload allowed: the signature path alone. ROCA keys
-        // are the one known gap (listed in `exceptions`).
-        let signatureOnly = WycheproofJOSETests.verify(c, payloadMustBeJSON: false)
-        let expectedSignatureOnly = WycheproofJOSETests.expected(c, payloadMustBeJSON: false)
-        if WycheproofJOSETests.exceptions[c.comment] != nil {
-            #expect(signatureOnly != expectedSignatureOnly, "known gap closed? \(c.testDescription)")
-        } else {
-            #expect(signatureOnly == expectedSignatureOnly, "\(c.testDescription)")
-        }
+        // The same case with a non-JSON payload allowed: the signature path alone.
+        #expect(WycheproofJOSETests.verify(c, payloadMustBeJSON: false) == WycheproofJOSETests.expected(c, payloadMustBeJSON: false),
+                "\(c.testDescription) (signature only)")
     }
 
     @Test("the vector files hold 401 + 26 cases, and some are accepted")

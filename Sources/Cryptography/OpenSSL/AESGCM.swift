@@ -1,26 +1,11 @@
 internal import COpenSSL
-import Foundation
 
-/// A 256-bit AES key (`BFF_TOKEN_KEY`). Prints redacted.
-public struct AESGCMKey: Sendable, CustomStringConvertible {
-    let bytes: [UInt8]
-
-    public init(bytes: [UInt8]) throws(CryptoError) {
-        guard bytes.count == 32 else { throw .invalidKey("an AES-256 key is 32 bytes") }
-        self.bytes = bytes
-    }
-
-    public init(base64: String) throws(CryptoError) {
-        guard let data = Data(base64Encoded: base64) else { throw .invalidKey("not base64") }
-        try self.init(bytes: Array(data))
-    }
-
-    public var description: String { "AESGCMKey(<redacted>)" }
-}
-
-/// AES-256-GCM through OpenSSL's EVP interface.
+/// AES-GCM through OpenSSL's EVP interface: AES-256 with random 96-bit nonces for tokens at
+/// rest, and a low-level form (any key size, any IV) for test vectors.
 public enum AESGCM {
+    /// Bytes of nonce that `seal` puts in front of the ciphertext.
     public static let nonceSize = 12
+    /// Bytes of tag that `seal` puts after the ciphertext.
     public static let tagSize = 16
 
     /// Encrypts with a fresh random 96-bit nonce. Returns nonce ‖ ciphertext ‖ tag.

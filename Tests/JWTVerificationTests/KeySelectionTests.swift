@@ -1,0 +1,145 @@
+import Cryptography
+import JSON
+@testable import JWTVerification
+import Testing
+
+/// Key selection from the issuer's JWKS, the cache and its re-fetch limit, the key policy.
+@Suite("ID token: keys, JWKS cache and key policy")
+struct KeySelectionTests {
+    @Test("unknown kid: one re-fetch finds the rotated key")
+    func rotation() async throws {
+        let endpoint = JWKSEndpoint([JWKSEndpoint.document([("k1", TestKeys.issuerKey.publicKey)]),
+                                     JWKSEndpoint.document([("k1", TestKeys.issuerKey.publicKey), ("k2", TestKeys.rotatedKey.publicKey)])])
+        let f = IDTokenFixture(endpoint: endpoint)
+        _ = try await f.validate(try f.token())
+        f.clock.advance(.seconds(11))
+        _ = try await f.validate(try f.token(header: ["alg": "RS256", "kid": "k2"], key: TestKeys.rotatedKey))
+        #expect(endpoint.count == 2)
+        _ = try await f.validate(try f.token()) // k1 still cached, no fetch
+        #expect(endpoint.count == 2)
+    }
+
+    @Test("unknown kids re-fetch at most once per issuer every 10 s")
+    func refetchRateLimited() async throws {
+        let f = IDTokenFixture()
+        _ = try await f.validate(try f.token())
+        let forged = try f.token(header: ["alg": "RS256", "kid": "forged"])
+        await f.expectRejected(forged, .unknownKey)
+        #expect(f.endpoint.count == 1, "within 10 s of the last fetch no re-fetch happens")
+        f.clock.advance(.seconds(9))
+        for _ in 0..<5 { await f.expectRejected(forged, .unknownKey) }
+        #expect(f.endpoint.count == 1)
+        f.clock.advance(.seconds(2))
+        for _ in 0..<5 { await f.expectRejected(forged, .unknownKey) }
+        #expect(f.endpoint.count == 2, "after 10 s exactly one re-fetch")
+    }
+
+    @Test("the re-fetch limit is per issuer")
+    func rateLimitPerIssuer() async throws {
+        let endpoint = JWKSEndpoint.standard()
+        let clock = ManualClock()
+        let cache = JWKSCache(clock: { clock.now }) { try await endpoint.fetch($0) }
+        _ = try await cache.key(for: "k1", issuer: "https://a.example", jwksURL: "https://a.example/jwks")
+        await #expect(throws: JWTError.self) { try await cache.key(for: "k9", issuer: "https://a.example", jwksURL: "https://a.example/jwks") }
+        _ = try await cache.key(for: "k1", issuer: "https://b.example", jwksURL: "https://b.example/jwks")
+        #expect(endpoint.urls == ["https://a.example/jwks", "https://b.example/jwks"])
+        #expect(await cache.fetchCount == ["https://a.example": 1, "https://b.example": 1])
+    }
+
+    @Test("concurrent tokens with an unknown kid share one fetch")
+    func concurrentFetchesCoalesce() async throws {
+        let endpoint = JWKSEndpoint([JWKSEndpoint.document([("k1", TestKeys.issuerKey.publicKey)])], delay: .milliseconds(200))
+        let f = IDTokenFixture(endpoint: endpoint)
+        let token = try f.token()
+        try await withThrowingTaskGroup(of: IDTokenClaims.self) { group in
+            for _ in 0..<8 { group.addTask { try await f.validate(token) } }
+            for try await claims in group { #expect(claims.subject == "user-1") }
+        }
+        #expect(endpoint.count == 1)
+    }
+
+    @Test("a new JWKS URL for the issuer is fetched at once")
+    func jwksURLChange() async throws {
+        let endpoint = JWKSEndpoint.standard()
+        let cache = JWKSCache { try await endpoint.fetch($0) }
+        _ = try await cache.key(for: "k1", issuer: "https://a.example", jwksURL: "https://a.example/jwks")
+        _ = try await cache.key(for: "k1", issuer: "https://a.example", jwksURL: "https://a.example/jwks2")
+        #expect(endpoint.urls == ["https://a.example/jwks", "https://a.example/jwks2"])
+    }
+
+    @Test("an unreachable or broken JWKS is jwksUnavailable")
+    func jwksUnavailable() async throws {
+        let down = JWKSCache { _ in throw CancellationError() }
+        await #expect(throws: JWTError.self) { try await down.key(for: "k1", jwksURL: "https://a.example/jwks") }
+        do { _ = try await down.key(for: "k1", jwksURL: "https://a.example/jwks") } catch { #expect(error.kind == .jwksUnavailable) }
+        let broken = JWKSCache { _ in Array(#"{"keys":[],"keys":[]}"#.utf8) }
+        do {
+            _ = try await broken.key(for: "k1", jwksURL: "https://a.example/jwks")
+            Issue.record("accepted a JWKS with duplicate members")
+        } catch { #expect(error.kind == .jwksUnavailable) }
+    }
+
+    @Test("a token without kid is accepted when the JWKS holds exactly one usable key")
+    func missingKidOneKey() async throws {
+        let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSEndpoint.document([(nil, TestKeys.issuerKey.publicKey)])]))
+        _ = try await f.validate(try f.token(header: ["alg": "RS256"]))
+        // One usable key beside unusable ones (an EC key, an encryption key) still counts as one.
+        let mixed = JWKSet.document([JWK.encode(TestKeys.issuerKey.publicKey, keyID: "k1"),
+                                     JWK.encode(try P384PrivateKey.generate().publicKey, keyID: "ec"),
+                                     JWK.encode(TestKeys.attackerKey.publicKey, keyID: "enc").setting("use", "enc")]).bytes
+        let g = IDTokenFixture(endpoint: JWKSEndpoint([mixed]))
+        _ = try await g.validate(try g.token(header: ["alg": "RS256"]))
+    }
+
+    @Test("a token without kid is refused when the JWKS holds several keys")
+    func missingKidSeveralKeys() async throws {
+        let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSEndpoint.document([("a", TestKeys.issuerKey.publicKey),
+                                                                               ("b", TestKeys.rotatedKey.publicKey)])]))
+        await f.expectRejected(try f.token(header: ["alg": "RS256"]), .unknownKey)
+    }
+
+    @Test("two keys with the token's kid are refused as ambiguous")
+    func duplicateKid() async throws {
+        let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSEndpoint.document([("k1", TestKeys.attackerKey.publicKey),
+                                                                               ("k1", TestKeys.issuerKey.publicKey)])]))
+        await f.expectRejected(try f.token(), .unknownKey)
+    }
+
+    @Test("a 1024-bit key is unusable")
+    func weak1024() async throws {
+        let weak = try RSAPrivateKey.generate(bits: 1024)
+        let document = JWKSEndpoint.document([("k1", weak.publicKey)])
+        #expect(try JWKSet(json: document).keys.isEmpty)
+        #expect(throws: JWTError.self) { try JWK.parseRSASigningKey(JWK.encode(weak.publicKey, keyID: "k1")) }
+        let f = IDTokenFixture(endpoint: JWKSEndpoint([document]))
+        await f.expectRejected(try f.token(key: weak), .unknownKey)
+    }
+
+    @Test("a key with e = 3 is unusable")
+    func weakExponent() async throws {
+        let e3 = try RSAPublicKey(modulus: TestKeys.issuerKey.publicKey.modulus, exponent: [3])
+        do {
+            _ = try JWK.parseRSASigningKey(JWK.encode(e3, keyID: "k1"))
+            Issue.record("e = 3 accepted")
+        } catch { #expect(error.kind == .weakKey) }
+        let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSEndpoint.document([("k1", e3)])]))
+        await f.expectRejected(try f.token(), .unknownKey)
+    }
+
+    @Test("a key over 4096 bits is unusable")
+    func tooLarge() throws {
+        let big = JWK.encode(TestKeys.issuerKey.publicKey, keyID: "k1")
+            .setting("n", .string(Base64URL.encode([0xC1] + [UInt8](repeating: 0x55, count: 512))))
+        #expect(throws: JWTError.self) { try JWK.parseRSASigningKey(big) }
+    }
+
+    @Test("JWKs for other uses, algorithms or key types are skipped", arguments: [
+        ("use", JSONValue.string("enc")), ("alg", "RS384"), ("alg", "PS256"), ("kty", "EC"), ("key_ops", ["encrypt"]), ("kid", 7),
+        ("n", "AQAB="), ("e", nil),
+    ] as [(String, JSONValue?)])
+    func skippedKeys(_ member: String, _ value: JSONValue?) throws {
+        let jwk = JWK.encode(TestKeys.issuerKey.publicKey, keyID: "k1")
+        #expect(try JWK.parseRSASigningKey(jwk) != nil)
+        #expect(try JWK.parseRSASigningKey(value.map { jwk.setting(member, $0) } ?? jwk.removing(member)) == nil)
+    }
+}
