@@ -1,131 +1,103 @@
-import Foundation
 @testable import HTTPCore
 import Testing
 
-/// Every request of the llhttp corpus, through our parser. The corpus lost the final CRLF
-/// of many messages when it was converted, so one is appended; `Host` is added where
-/// missing, since RFC 9112 §3.2 requires it and llhttp does not.
+/// Every request case of llhttp's corpus through our parser. Input: the raw bytes, `Host`
+/// added where missing, then the CRLF the corpus lost. Accepted: no refusal and at least as
+/// many complete requests as llhttp; refused: the parser fails.
 @Suite("llhttp request corpus")
 struct LLHTTPCorpusTests {
-    struct Case: Sendable, CustomTestStringConvertible {
-        let title: String
-        let raw: [UInt8]
-        let accept: Bool
-        let messages: Int
-        var testDescription: String { title }
-    }
-
-    /// Where smart-bff deliberately decides otherwise than llhttp, and why. Each verdict is
-    /// asserted (the opposite of llhttp's), so this table cannot go stale.
+    /// Where smart-bff deliberately decides otherwise than llhttp, and why. The opposite of
+    /// llhttp's verdict is asserted for each, so an entry that stops being a difference fails.
     static let deliberateDifferences: [String: String] = [
-        "ICE protocol, but not really": "",
-        "SOURCE request with ICE": "only HTTP/1.0 and HTTP/1.1 are served (ICE/1.0 refused)",
-        "OPTIONS request with RTSP": "only HTTP/1.0 and HTTP/1.1 are served (RTSP/1.0 refused)",
-        "ANNOUNCE request with RTSP": "only HTTP/1.0 and HTTP/1.1 are served (RTSP/1.0 refused)",
-        "No HTTP version": "HTTP/0.9 request lines are refused",
+        // Refused by us, accepted by llhttp:
+        "SOURCE request with ICE": "only HTTP/1.0 and HTTP/1.1 are served: ICE/1.0 is refused (400)",
+        "OPTIONS request with RTSP": "only HTTP/1.0 and HTTP/1.1 are served: RTSP/1.0 is refused (400)",
+        "ANNOUNCE request with RTSP": "only HTTP/1.0 and HTTP/1.1 are served: RTSP/1.0 is refused (400)",
+        "No HTTP version": "HTTP/0.9 request lines (`GET /` without a version) are refused (400)",
         "M-SEARCH request": "asterisk-form is only for OPTIONS (RFC 9112 §3.2.4)",
-        "POST with `chunked` as last transfer-encoding": "only a lone `chunked` coding is supported (501)",
-        "POST with `chunked` as last transfer-encoding (multiple headers)": "only a lone `chunked` coding is supported (501)",
-        "`host:port` and basic auth": "absolute-form with userinfo is refused",
-        "Invalid method": "MKCOLA is a valid method token (RFC 9110 §9); routing answers it",
-        "HTTP protocol and ANNOUNCE method": "ANNOUNCE is a valid method token; routing answers it",
-    ].filter { !$0.value.isEmpty }
+        "POST with `chunked` as last transfer-encoding": "only a lone `chunked` coding is supported: `deflate, chunked` is 501",
+        "POST with `chunked` as last transfer-encoding (multiple headers)": "only a lone `chunked` coding is supported: `deflate` + `chunked` is 501",
+        "`host:port` and basic auth": "absolute-form with userinfo (`http://a%12:b!&*$@…`) is refused (400)",
+        // Accepted by us, refused by llhttp:
+        "Invalid method": "MKCOLA is a valid method token (RFC 9110 §9); routing answers it (404/405)",
+        "HTTP protocol and ANNOUNCE method": "ANNOUNCE is a valid method token with HTTP/1.0; routing answers it",
+    ]
 
-    static let cases: [Case] = {
-        let url = Bundle.module.url(forResource: "Fixtures/llhttp/requests", withExtension: "jsonl")!
-        let text = try! String(contentsOf: url, encoding: .utf8)
-        return text.split(separator: "\n").map { line in
-            let object = try! JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
-            let raw = (object["raw"] as! String).unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }
-            return Case(title: object["title"] as! String, raw: withHost(raw), accept: object["expect"] as! String == "accept",
-                        messages: object["messages"] as! Int)
-        }
-    }()
+    /// Cases that lost more (or other) than one final CRLF when the corpus was converted: the
+    /// suffix that restores the message llhttp's test had. Each entry is asserted to be needed.
+    static let repairs: [String: (suffix: String, reason: String)] = [
+        "Error on `Content-Length` overflow":
+            ("\r\n\r\n", "the raw bytes end inside the Content-Length field: both its CRLF and the empty line are lost"),
+        "Error on duplicate `Content-Length`":
+            ("\r\n\r\n", "the raw bytes end inside the second Content-Length field: both CRLFs are lost"),
+        "Should parse multiple events":
+            ("", "the last body (Content-Length: 5, `CCCC`) lacks its final byte: an added CRLF would become it plus a stray LF"),
+    ]
 
-    /// Inserts `Host:` after every request line whose message has none.
-    static func withHost(_ raw: [UInt8]) -> [UInt8] {
-        let text = String(raw.map { Character(Unicode.Scalar($0)) })
-        let requestLine = /(?m)^[A-Za-z-]+ (\S+) [A-Z]+\/\d\.\d\r\n/
-        var out = ""
-        var rest = Substring(text)
-        while let match = rest.firstMatch(of: requestLine) {
-            out += rest[..<match.range.upperBound]
-            rest = rest[match.range.upperBound...]
-            let head = rest.prefix { _ in true }.components(separatedBy: "\r\n\r\n").first ?? ""
-            if !head.lowercased().contains("host:") && !head.lowercased().hasPrefix("host:") {
-                var host = "example.com"
-                let target = String(match.output.1)
-                if target.hasPrefix("http://") { host = String(target.dropFirst(7).prefix { $0 != "/" && $0 != "?" }) }
-                out += "Host: \(host)\r\n"
-            }
-        }
-        out += rest
-        return out.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }
+    static func input(_ c: LLHTTPCase) -> [UInt8] {
+        LLHTTPCorpus.input(c, suffix: repairs[c.title].map { Array($0.suffix.utf8) } ?? LLHTTPCorpus.crlf)
     }
 
-    /// Parses all of `bytes`: (complete messages, refused).
-    static func run(_ bytes: [UInt8]) -> (messages: Int, refused: Bool) {
-        var parser = RequestParser()
-        var rest = bytes[...]
-        var messages = 0
-        while true {
-            switch parser.parse(Array(rest)) {
-            case let .complete(_, consumed): messages += 1; rest = rest.dropFirst(consumed)
-            case let .continueRequested(consumed): rest = rest.dropFirst(consumed)
-            case let .needMoreData(consumed):
-                if consumed == 0 { return (messages, false) }
-                rest = rest.dropFirst(consumed)
-            case .failed: return (messages, true)
-            }
-        }
+    /// Our verdict: accepted (true) or refused (false); nil for "neither" (too few requests).
+    static func verdict(_ c: LLHTTPCase, input: [UInt8], minimumMessages: Int) -> Bool? {
+        let (messages, failure) = LLHTTPCorpus.run(input)
+        if failure != nil { return false }
+        return messages >= minimumMessages ? true : nil
     }
 
-    @Test("each case gets llhttp's verdict, or the documented opposite", arguments: cases)
-    func verdict(_ c: Case) {
-        // The corpus lost final CRLFs: a case is accepted when the raw bytes, or the raw bytes
-        // with the lost CRLF, parse to enough messages; refused when the completed head is.
-        let runs = [c.raw, c.raw + [13, 10], c.raw + [13, 10, 13, 10]].map(LLHTTPCorpusTests.run)
-        let accepted = runs[0...1].contains { !$0.refused && $0.messages >= c.messages }
-        let refused = runs[1].refused || runs[2].refused
-        let expectAccept = LLHTTPCorpusTests.deliberateDifferences[c.title] == nil ? c.accept : !c.accept
-        if expectAccept {
-            #expect(accepted, "refused or too few messages: \(c.title)")
+    @Test("the fixture holds llhttp's 120 request cases (55 accept, 65 reject)")
+    func corpusLoaded() {
+        #expect(LLHTTPCorpus.cases.count == 120)
+        #expect(LLHTTPCorpus.cases.filter(\.accept).count == 55)
+    }
+
+    @Test("each case gets llhttp's verdict", arguments: LLHTTPCorpus.cases.filter { deliberateDifferences[$0.title] == nil })
+    func sameVerdict(_ c: LLHTTPCase) {
+        let input = Self.input(c)
+        let (messages, failure) = LLHTTPCorpus.run(input)
+        if c.accept {
+            #expect(failure == nil, "refused: \(failure.map(String.init(describing:)) ?? "")")
+            #expect(messages >= c.messages, "only \(messages) of \(c.messages) requests completed")
         } else {
-            #expect(refused, "accepted: \(c.title)")
+            #expect(failure != nil, "accepted (\(messages) requests)")
         }
     }
 
-    @Test("the corpus has its 120 cases") func count() { #expect(LLHTTPCorpusTests.cases.count == 120) }
-
-    @Test("split at every byte offset, and fed byte by byte, parses the same as whole", arguments: cases.filter(\.accept))
-    func split(_ c: Case) {
-        let whole = LLHTTPCorpusTests.collect([c.raw])
-        for offset in 1..<c.raw.count {
-            #expect(LLHTTPCorpusTests.collect([Array(c.raw[..<offset]), Array(c.raw[offset...])]) == whole, "offset \(offset)")
+    @Test("deliberate differences: the opposite of llhttp's verdict", arguments: LLHTTPCorpus.cases.filter { deliberateDifferences[$0.title] != nil })
+    func oppositeVerdict(_ c: LLHTTPCase) {
+        let reason = Self.deliberateDifferences[c.title] ?? ""
+        let (messages, failure) = LLHTTPCorpus.run(Self.input(c))
+        if c.accept {
+            #expect(failure != nil, "accepted, yet listed as refused: \(reason)")
+        } else {
+            #expect(failure == nil, "refused (\(failure.map(String.init(describing:)) ?? "")), yet listed as accepted: \(reason)")
+            #expect(messages >= max(1, c.messages), "the request did not complete: \(reason)")
         }
-        #expect(LLHTTPCorpusTests.collect(c.raw.map { [$0] }) == whole)
     }
 
-    /// Feeds pieces as a connection would: appending to a buffer and dropping what was consumed.
-    static func collect(_ pieces: [[UInt8]]) -> [String] {
-        var parser = RequestParser()
-        var buffer: [UInt8] = []
-        var out: [String] = []
-        for piece in pieces {
-            buffer += piece
-            loop: while !buffer.isEmpty {
-                switch parser.parse(buffer) {
-                case let .complete(r, consumed):
-                    out.append("\(r.method) \(r.target) \(r.headers.map { "\($0.name)=\($0.value)" }) \(r.body) \(r.keepAlive)")
-                    buffer.removeFirst(consumed)
-                case let .continueRequested(consumed): buffer.removeFirst(consumed)
-                case let .needMoreData(consumed):
-                    buffer.removeFirst(consumed)
-                    break loop
-                case let .failed(e): out.append("error \(e.status.code)"); return out
-                }
-            }
-        }
-        return out
+    @Test("every table entry names a case of the corpus")
+    func tablesNameRealCases() {
+        let titles = Set(LLHTTPCorpus.cases.map(\.title))
+        for title in Self.deliberateDifferences.keys { #expect(titles.contains(title), "no case \(title)") }
+        for title in Self.repairs.keys { #expect(titles.contains(title), "no case \(title)") }
+    }
+
+    @Test("each repair is needed: with the plain CRLF the case gets the other verdict, repaired llhttp's",
+          arguments: LLHTTPCorpus.cases.filter { repairs[$0.title] != nil })
+    func repairNeeded(_ c: LLHTTPCase) {
+        let plain = Self.verdict(c, input: LLHTTPCorpus.input(c), minimumMessages: c.messages)
+        let repaired = Self.verdict(c, input: Self.input(c), minimumMessages: c.messages)
+        #expect(plain != c.accept, "the repair is not needed")
+        #expect(repaired == c.accept)
+    }
+
+    @Test("absolute-form targets are reduced to origin-form", arguments: [
+        ("Host terminated by a query string", "/?hail=all"),
+        ("`host:port` terminated by a query string", "/?hail=all"),
+        ("`host:port` terminated by a space", "/"),
+    ])
+    func absoluteFormReduced(_ title: String, _ target: String) throws {
+        let c = try #require(LLHTTPCorpus.cases.first { $0.title == title })
+        #expect(feed([LLHTTPCorpus.input(c)]).requests.first?.target == target)
     }
 }

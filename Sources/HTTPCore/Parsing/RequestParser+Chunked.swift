@@ -43,8 +43,9 @@ extension RequestParser {
         if b.count >= 1, b[0] == LF { return .failure(.bad("bare LF in trailer")) }
         if b.count >= 2, b[0] == CR { return .failure(.bad("bare CR in trailer")) }
         if b.count >= 1, b[0] == SP || b[0] == HT { return .failure(.bad("obs-fold in trailer")) }
-        guard let lf = find(LF, in: b, from: 0, limit: limits.maxHeaderBytes - size + 1) else {
-            if size + b.count > limits.maxHeaderBytes { return .failure(ParseError(.headerFieldsTooLarge, "trailers too large")) }
+        // Trailer lines may total maxHeaderBytes; the final CRLF is not counted (its CR may be here).
+        guard let lf = find(LF, in: b, from: 0, limit: limits.maxHeaderBytes - size) else {
+            if size + b.count > limits.maxHeaderBytes + 1 { return .failure(ParseError(.headerFieldsTooLarge, "trailers too large")) }
             return .needMore
         }
         guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in trailer")) }

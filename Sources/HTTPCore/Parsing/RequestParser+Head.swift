@@ -40,7 +40,8 @@ extension RequestParser {
             if s < n, b[s] == LF { return .failure(.bad("bare LF")) }
             if s + 1 < n, b[s] == CR { return .failure(.bad("bare CR")) }
             guard let eol = find(LF, in: b, from: s, limit: limits.maxHeaderBytes + 2) else {
-                if n - headerStart > limits.maxHeaderBytes { return .failure(ParseError(.headerFieldsTooLarge, "header block too large")) }
+                // + 1: the CR of the final CRLF may already be here (that CRLF is not counted).
+                if n - headerStart > limits.maxHeaderBytes + 1 { return .failure(ParseError(.headerFieldsTooLarge, "header block too large")) }
                 if let e = scanFieldPrefix(b, from: s, to: n) { return .failure(e) }
                 return .needMore(consumed: lineStart)
             }

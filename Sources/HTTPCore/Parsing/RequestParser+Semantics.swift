@@ -22,15 +22,16 @@ extension RequestParser {
         case let .failure(e): return .failure(e)
         }
 
-        // Connection.
-        var keepAlive = line.version == .http11
+        // Connection: `close` wins over `keep-alive` in any order (RFC 9112 §9.3).
+        var close = false, keepAliveOption = false
         for value in framing.connection {
             for token in value.split(separator: ",") {
                 let t = token.trimmingSpaces()
-                if String(t).equalsIgnoringASCIICase("close") { keepAlive = false }
-                if String(t).equalsIgnoringASCIICase("keep-alive"), line.version == .http10 { keepAlive = true }
+                if String(t).equalsIgnoringASCIICase("close") { close = true }
+                if String(t).equalsIgnoringASCIICase("keep-alive") { keepAliveOption = true }
             }
         }
+        let keepAlive = !close && (line.version == .http11 || keepAliveOption)
 
         // Expect.
         var expectsContinue = false

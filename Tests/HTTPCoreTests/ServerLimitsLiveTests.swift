@@ -1,0 +1,127 @@
+import BFFTesting
+import Foundation
+@testable import HTTPCore
+import Testing
+
+/// Limits and timeouts on live connections, with small configured values so the suite stays fast.
+/// Upper time bounds only say "no hang": they leave room for a loaded 2-core machine.
+@Suite("live server: limits and timeouts")
+struct ServerLimitsLiveTests {
+    typealias Outcome = (status: Int?, closed: Bool)
+
+    @Test("over-long request line 414, large header block 431, large body 413 before it is sent; each closes")
+    func limits() async throws {
+        try await withLiveServer({ c in
+            c.limits.maxRequestLineBytes = 256
+            c.limits.maxHeaderBytes = 512
+            c.limits.maxBodyBytes = 100
+        }) { server in
+            let port = server.port
+            let outcomes = try await runBlocking { () throws -> [Outcome] in
+                try [get("/" + String(repeating: "a", count: 300)),
+                     get("/fast", "X-Big: " + String(repeating: "b", count: 600) + "\r\n"),
+                     "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 101\r\n\r\n"].map { raw in
+                    let c = try RawHTTPClient(port: port)
+                    c.send(raw)
+                    return (c.readResponse(timeout: 5)?.status, c.isClosedByPeer(timeout: 5))
+                }
+            }
+            #expect(outcomes.map(\.status) == [414, 431, 413])
+            #expect(outcomes.map(\.closed) == [true, true, true])
+        }
+    }
+
+    @Test("slow-loris: a head still unfinished after requestReadTimeout gets 408 and the connection closes")
+    func requestReadTimeout() async throws {
+        try await withLiveServer({ $0.requestReadTimeout = 0.5 }) { server in
+            let port = server.port
+            let (status, closed, elapsed) = try await runBlocking { () throws -> (Int?, Bool, Double) in
+                let c = try RawHTTPClient(port: port)
+                let started = Date()
+                c.send("GET /fast HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+                Thread.sleep(forTimeInterval: 0.2)
+                c.send("still")  // trickling bytes does not extend the deadline
+                let status = c.readResponse(timeout: 10)?.status
+                return (status, c.isClosedByPeer(timeout: 5), Date().timeIntervalSince(started))
+            }
+            #expect(status == 408)
+            #expect(closed)
+            #expect(elapsed >= 0.45 && elapsed < 3, "408 after \(elapsed) s")
+        }
+    }
+
+    @Test("an idle keep-alive connection is closed after idleTimeout")
+    func idleTimeout() async throws {
+        try await withLiveServer({ $0.idleTimeout = 0.5 }) { server in
+            let port = server.port
+            let (status, closed, idle) = try await runBlocking { () throws -> (Int?, Bool, Double) in
+                let c = try RawHTTPClient(port: port)
+                c.send(get("/fast"))
+                let status = c.readResponse()?.status
+                let started = Date()
+                return (status, c.isClosedByPeer(timeout: 10), Date().timeIntervalSince(started))
+            }
+            #expect(status == 200)
+            #expect(closed)
+            #expect(idle >= 0.3 && idle < 3, "closed after \(idle) s idle")
+        }
+    }
+
+    @Test("a connection that is busy is not closed for idleness")
+    func activeConnectionKept() async throws {
+        try await withLiveServer({ $0.idleTimeout = 0.5 }) { server in
+            let port = server.port
+            let ok = try await runBlocking { () throws -> Int in
+                let c = try RawHTTPClient(port: port)
+                var ok = 0
+                for _ in 0..<8 {
+                    Thread.sleep(forTimeInterval: 0.2)
+                    c.send(get("/fast"))
+                    if c.readResponse()?.status == 200 { ok += 1 }
+                }
+                return ok
+            }
+            #expect(ok == 8)
+        }
+    }
+
+    @Test("maxRequestsPerConnection: the Nth response carries Connection: close, then the server closes")
+    func maxRequestsPerConnection() async throws {
+        try await withLiveServer({ $0.maxRequestsPerConnection = 3 }) { server in
+            let port = server.port
+            let (connectionHeaders, closed) = try await runBlocking { () throws -> ([String?], Bool) in
+                let c = try RawHTTPClient(port: port)
+                var headers: [String?] = []
+                for _ in 1...3 {
+                    c.send(get("/fast"))
+                    let r = c.readResponse()
+                    headers.append(r == nil ? "(no response)" : r?["Connection"] ?? "(none)")
+                }
+                return (headers, c.isClosedByPeer(timeout: 5))
+            }
+            #expect(connectionHeaders == ["(none)", "(none)", "close"])
+            #expect(closed)
+        }
+    }
+
+    @Test("maxConnections: with a limit of 2, a third connection gets 503 and the first two still work")
+    func maxConnections() async throws {
+        try await withLiveServer({ $0.maxConnections = 2 }) { server in
+            let port = server.port
+            let statuses = try await runBlocking { () throws -> [Int?] in
+                let a = try RawHTTPClient(port: port), b = try RawHTTPClient(port: port)
+                a.send(get("/fast")); let first = a.readResponse()?.status
+                b.send(get("/fast")); let second = b.readResponse()?.status
+                let c = try RawHTTPClient(port: port)
+                c.send(get("/fast"))
+                let refused = c.readResponse(timeout: 5)
+                let retryAfter = refused?["Retry-After"] == "1" ? 1 : 0
+                let closed = c.isClosedByPeer(timeout: 5) ? 1 : 0
+                a.send(get("/fast")); let third = a.readResponse()?.status
+                b.send(get("/fast")); let fourth = b.readResponse()?.status
+                return [first, second, refused?.status, retryAfter, closed, third, fourth]
+            }
+            #expect(statuses == [200, 200, 503, 1, 1, 200, 200])
+        }
+    }
+}

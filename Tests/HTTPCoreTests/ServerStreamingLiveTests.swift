@@ -1,0 +1,65 @@
+import BFFTesting
+import Foundation
+@testable import HTTPCore
+import Testing
+
+/// Streamed responses over real sockets: large chunked bodies arrive whole and in order; a
+/// producer that fails never lets a truncated body look complete.
+@Suite("live server: streamed responses")
+struct ServerStreamingLiveTests {
+    @Test("a 4 MiB chunked stream written in 64 KiB pieces arrives whole, and the connection stays usable")
+    func streamArrivesWhole() async throws {
+        try await withLiveServer { server in
+            let port = server.port
+            let (response, next) = try await runBlocking { () throws -> (RawHTTPClient.RawResponse?, String?) in
+                let c = try RawHTTPClient(port: port, timeout: 20)
+                c.send(get("/stream"))
+                let response = c.readResponse()
+                c.send(get("/fast?after"))
+                return (response, c.readResponse()?.text)
+            }
+            #expect(response?.status == 200)
+            #expect(response?["Transfer-Encoding"] == "chunked" && response?["Content-Length"] == nil)
+            #expect(response?.complete == true)
+            #expect(response?.body.count == LiveRoutes.pieces * LiveRoutes.piece)
+            #expect(response?.body == LiveRoutes.expectedStream, "the streamed bytes differ")
+            #expect(next == "fast after")
+        }
+    }
+
+    @Test("a slow reader still gets every byte (the producer waits for the socket)")
+    func slowReader() async throws {
+        try await withLiveServer { server in
+            let port = server.port
+            let body = try await runBlocking { () throws -> [UInt8] in
+                let c = try RawHTTPClient(port: port, timeout: 20)
+                c.send(get("/stream", "Connection: close\r\n"))
+                Thread.sleep(forTimeInterval: 0.5)  // let the server fill its buffers and wait
+                return c.readResponse()?.body ?? []
+            }
+            #expect(body == LiveRoutes.expectedStream)
+        }
+    }
+
+    @Test("a producer that throws mid-stream: the connection closes without the terminating 0-size chunk")
+    func producerFailure() async throws {
+        try await withLiveServer { server in
+            let port = server.port
+            let (response, raw) = try await runBlocking { () throws -> (RawHTTPClient.RawResponse?, [UInt8]) in
+                let c = try RawHTTPClient(port: port, timeout: 10)
+                c.send(get("/stream?fail=8"))
+                let response = c.readResponse()
+                let d = try RawHTTPClient(port: port, timeout: 10)
+                d.send(get("/stream?fail=2"))
+                return (response, d.readUntilClose())
+            }
+            #expect(response?.status == 200)
+            #expect(response?.complete == false, "a failed stream looked complete")
+            let received = response?.body ?? []
+            #expect(received.count <= 8 * LiveRoutes.piece && received == Array(LiveRoutes.expectedStream.prefix(received.count)))
+            let text = String(decoding: raw, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200 "))
+            #expect(!text.hasSuffix("\r\n0\r\n\r\n"), "the terminating chunk was sent")
+        }
+    }
+}
