@@ -4,6 +4,7 @@
 # FHIR JSON; plus the upstream directly, for the added latency. The sandbox sits behind the
 # upstream nginx for the SMART login. Alternating rounds; medians and ratios.
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
+# PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run.
 source "$(dirname "$0")/lib.sh"
 CONNS=${1:-32}; SECS=${2:-5}; ROUNDS=${3:-3}
 build_release
@@ -59,6 +60,10 @@ run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | 
     /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
     END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
 : > "$WORK/bff"; : > "$WORK/nginx"; : > "$WORK/direct"
+if [ -n "${PERF_DATA:-}" ]; then
+  perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
+  run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
+fi
 for r in $(seq 1 "$ROUNDS"); do
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >> "$WORK/bff"
   run "http://127.0.0.1:$PROXY/fhir/Patient/bench" >> "$WORK/nginx"

@@ -27,7 +27,6 @@ start_postgres() {
 build_release() {
   (cd "$ROOT" && swift build -c release --scratch-path "${BENCH_SCRATCH:-.build}" --product smart-bff >&2)
   BFF="$ROOT/${BENCH_SCRATCH:-.build}/release/smart-bff"; return
-  BFF="$ROOT/.build/release/smart-bff"
 }
 
 # Busy CPU seconds (user+system) of a process, from /proc/PID/stat.

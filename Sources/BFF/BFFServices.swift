@@ -21,6 +21,8 @@ public final class BFFServices: Sendable {
     public let clientKeys: [String: ClientSigningKey]
     public let metrics: Metrics
     public let audit: AuditWriter
+    /// The FHIR proxy's short-lived session cache.
+    let proxyCache: ProxySessionCache
     public let readiness: Readiness
     /// The current time; tests move it.
     public let now: @Sendable () -> Date
@@ -58,6 +60,7 @@ public final class BFFServices: Sendable {
         clientKeys = keys
         metrics = Metrics()
         audit = AuditWriter(store: store, logger: logger)
+        proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds))
     }
 
     /// The registration for `iss` (trailing slashes ignored), or nil: unknown issuers are

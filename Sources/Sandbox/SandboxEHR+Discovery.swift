@@ -8,7 +8,6 @@ extension SandboxEHR {
         var config: JSONValue = [
             "issuer": .string(issuer), "jwks_uri": .string(baseURL + "/jwks"),
             "authorization_endpoint": .string(baseURL + "/authorize"), "token_endpoint": .string(baseURL + "/token"),
-            "revocation_endpoint": .string(baseURL + "/revoke"),
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "private_key_jwt"],
             "token_endpoint_auth_signing_alg_values_supported": ["RS384", "ES384"],
@@ -19,6 +18,7 @@ extension SandboxEHR {
                              "context-standalone-patient", "permission-offline", "permission-patient", "permission-v1",
                              "permission-v2", "sso-openid-connect"],
         ]
+        if options.revocation { config = config.setting("revocation_endpoint", .string(baseURL + "/revoke")) }
         if options.issParameter { config = config.setting("authorization_response_iss_parameter_supported", true) }
         return config
     }

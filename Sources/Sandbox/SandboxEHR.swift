@@ -30,6 +30,8 @@ public final class SandboxEHR: Sendable {
         /// Advertise `authorization_response_iss_parameter_supported` and send RFC 9207 `iss`
         /// in authorization responses.
         public var issParameter = true
+        /// Advertise the RFC 7009 `revocation_endpoint` (it answers either way).
+        public var revocation = true
         /// The base URL to advertise when the sandbox sits behind a proxy (default: its own address).
         public var publicBaseURL: String?
         /// Fail mode: refresh grants answer `400 {"error": refreshError}` (e.g. `invalid_grant`).

@@ -23,13 +23,15 @@ final class BFFHarness: Sendable {
 
     static func start(instances: Int = 1, extraClients: [SandboxClient] = [],
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
-                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(5)) async throws -> BFFHarness {
+                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(5), proxyCacheSeconds: Int = 2,
+                      sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
         var sandboxOptions = SandboxEHR.Options()
         sandboxOptions.port = 0
         let redirects = ports.map { "http://127.0.0.1:\($0)/callback" }
         sandboxOptions.clients = [SandboxClient(id: "test-app", redirectURIs: redirects)]
+        configure(&sandboxOptions)
         let logs = LogSink()
         var logger = Logger(label: "smart-bff.test") { label in JSONLogHandler(label: label, sink: logs) }
         logger.logLevel = .debug
@@ -46,7 +48,7 @@ final class BFFHarness: Sendable {
             let configuration = BFFConfiguration(
                 listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(database.url),
                 issuers: registrations(sandbox, ports), tokenKey: Secret(tokenKey),
-                returnOrigins: [publicURL] + returnOrigins, logLevel: "debug")
+                returnOrigins: [publicURL] + returnOrigins, logLevel: "debug", proxyCacheSeconds: proxyCacheSeconds)
             var options = BFFRuntime.Options()
             options.migrationsDirectory = RepositoryPaths.migrations
             options.poolSize = 4

@@ -13,6 +13,7 @@ extension BFFConfiguration {
     /// - `BFF_LOG_LEVEL` (`debug`, `info`, `warning`, `error`; default `info`)
     /// - `BFF_COOKIE_SAMESITE` (`lax` or `none`; default `lax`)
     /// - `BFF_AUDIT_RETENTION_DAYS` (default 2190)
+    /// - `BFF_PROXY_CACHE_SECONDS` (0–60, default 2; beyond the contract, see README)
     /// Every problem is collected and reported together, one line each, naming the variable.
     public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment,
                                        readFile: (String) throws -> [UInt8] = { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) })
@@ -86,12 +87,13 @@ extension BFFConfiguration {
             problems.append("BFF_COOKIE_SAMESITE: none needs an https BFF_PUBLIC_URL (browsers require Secure)")
         }
         let retention = integer("BFF_AUDIT_RETENTION_DAYS", default: 2190, range: 1...36_500)
+        let proxyCache = integer("BFF_PROXY_CACHE_SECONDS", default: 2, range: 0...60)
 
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return BFFConfiguration(listenHost: host, listenPort: port, publicURL: publicURL,
                                 databaseURL: Secret(databaseURL!), issuers: issuers, tokenKey: Secret(tokenKey),
                                 returnOrigins: returnOrigins, sessionTTL: sessionTTL, logLevel: logLevel,
-                                cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention)
+                                cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention, proxyCacheSeconds: proxyCache)
     }
 
     static func parseListen(_ text: String) -> (String, Int)? {

@@ -27,6 +27,10 @@ public struct BFFConfiguration: Sendable {
     public var cookieSameSite: SameSite
     /// `BFF_AUDIT_RETENTION_DAYS`.
     public var auditRetentionDays: Int
+    /// `BFF_PROXY_CACHE_SECONDS`: how long one instance may reuse a session's launch and
+    /// access token for FHIR reads before asking the database again (0: every read asks).
+    /// A logout on another instance takes effect here within this time.
+    public var proxyCacheSeconds: Int
 
     /// Whether the public URL is https (then cookies are `Secure` and `__Host-` prefixed).
     public var isSecure: Bool { publicURL.lowercased().hasPrefix("https://") }
@@ -37,7 +41,7 @@ public struct BFFConfiguration: Sendable {
     public init(listenHost: String, listenPort: Int, publicURL: String, databaseURL: Secret<String>,
                 issuers: [IssuerRegistration], tokenKey: Secret<[UInt8]>, returnOrigins: [String],
                 sessionTTL: Int = 28_800, logLevel: String = "info", cookieSameSite: SameSite = .lax,
-                auditRetentionDays: Int = 2190) {
+                auditRetentionDays: Int = 2190, proxyCacheSeconds: Int = 2) {
         self.listenHost = listenHost
         self.listenPort = listenPort
         self.publicURL = publicURL
@@ -49,6 +53,7 @@ public struct BFFConfiguration: Sendable {
         self.logLevel = logLevel
         self.cookieSameSite = cookieSameSite
         self.auditRetentionDays = auditRetentionDays
+        self.proxyCacheSeconds = proxyCacheSeconds
     }
 }
 

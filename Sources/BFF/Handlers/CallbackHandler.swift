@@ -111,6 +111,7 @@ struct CallbackHandler: Sendable {
         if let existing = services.cookie.read(from: request),
            let session = try await services.store.findSession(id: existing, now: now) {
             sessionID = try await services.store.rotateSession(idHash: session.idHash, ttl: ttl, now: now)
+            services.proxyCache.invalidate(sessionHash: session.idHash) // the old identifier stops working here too
         }
         let id: String
         if let sessionID { id = sessionID } else { id = try await services.store.createSession(ttl: ttl, now: now) }

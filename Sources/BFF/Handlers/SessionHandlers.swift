@@ -38,6 +38,7 @@ struct SessionHandlers: Sendable {
             return response
         }
         var ended: [(LaunchRecord, TokenSet)] = []
+        defer { services.proxyCache.invalidate(sessionHash: resolved.session.idHash) }
         if request.headers["X-BFF-Launch"] != nil, let launch = resolved.launch {
             if let tokens = try await services.store.deleteLaunch(sessionID: resolved.sessionID, launchHash: launch.idHash) {
                 ended.append((launch, tokens))

@@ -28,16 +28,19 @@ struct SessionResolver: Sendable {
         return ResolvedSession(sessionID: sessionID, session: session, launch: launch)
     }
 
-    /// The FHIR proxy's resolution: session, launch and access token in one query.
-    func resolveForProxy(_ request: Request) async throws -> (LaunchRecord, ProxyContext) {
-        let sessionID = try credential(request)
-        let launchID = try launchHeader(request)
-        guard let context = try await services.store.proxyContext(sessionID: sessionID, launchID: launchID, now: services.now()) else {
+    /// The FHIR proxy's resolution: session, launch and access token, from the proxy cache
+    /// or else in one query (which also extends the session when due).
+    func resolveForProxy(_ request: Request) async throws -> ProxySessionCache.Entry {
+        let key = ProxySessionCache.Key(sessionID: try credential(request), launchID: try launchHeader(request))
+        let cache = services.proxyCache, now = services.now()
+        if let entry = cache.entry(for: key, now: now) { return entry }
+        let generation = cache.generation
+        guard let context = try await services.store.proxyContext(sessionID: key.sessionID, launchID: key.launchID, now: now) else {
             throw Problems.unauthenticated()
         }
-        guard let launch = context.launch else { throw Problems.unauthenticated(launchID == nil ? "No valid session." : "Unknown launch.") }
-        try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: services.now())
-        return (launch, context)
+        guard let launch = context.launch else { throw Problems.unauthenticated(key.launchID == nil ? "No valid session." : "Unknown launch.") }
+        try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: now)
+        return cache.store(context, launch: launch, for: key, generation: generation, now: now)
     }
 
     /// The session identifier: a bearer session token, or the cookie (which needs `X-CSRF: 1`).

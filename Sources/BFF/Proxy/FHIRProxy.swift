@@ -16,8 +16,9 @@ struct FHIRProxy: Sendable {
     func handle(_ request: Request) async throws -> Response {
         let path = request.pathParameters["*"] ?? ""
         if let problem = FHIRPath.problem(path: path, query: request.query) { throw Problems.badRequest(problem, type: "unsafe-fhir-path") }
-        let (launch, context) = try await SessionResolver(services: services).resolveForProxy(request)
-        try checkScopes(launch, path: path, request: request)
+        let entry = try await SessionResolver(services: services).resolveForProxy(request)
+        let (launch, context) = (entry.launch, entry.context)
+        try checkScopes(entry.scopes, path: path, request: request)
 
         // The common case needs no refresh and no lock: the token came with the session query.
         var token: String
@@ -33,16 +34,17 @@ struct FHIRProxy: Sendable {
         if upstream.status == 401 {
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
+            services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
             upstream.body.cancel()
             upstream = try await send(request, url: url, token: tokens.accessToken)
         }
         return try await respond(upstream, request: request, launch: launch)
     }
 
-    private func checkScopes(_ launch: LaunchRecord, path: String, request: Request) throws {
+    private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
         guard let type = FHIRPath.resourceType(path) else { return }
         let interaction: SMARTScopes.Interaction = path.split(separator: "/").count == 1 ? .search : .read
-        guard SMARTScopes(launch.scope).allows(type, interaction, query: request.queryItems) else {
+        guard scopes.allows(type, interaction, query: request.queryItems) else {
             throw HTTPError(.forbidden, type: Problems.base + "scope", title: "Outside the granted scopes",
                             detail: "The launch's scopes do not allow \(interaction == .search ? "searching" : "reading") \(type).")
         }

@@ -30,7 +30,10 @@ actor TokenRefresher {
         if let task = inFlight[launch.idHash] { return try await task.value }
         let task = Task { [services] in try await TokenRefresher.refresh(launch, seen: current.version, services: services) }
         inFlight[launch.idHash] = task
-        defer { inFlight[launch.idHash] = nil }
+        defer {
+            inFlight[launch.idHash] = nil
+            services.proxyCache.invalidate(launchHash: launch.idHash) // new tokens, or the launch ended
+        }
         return try await task.value
     }
 
