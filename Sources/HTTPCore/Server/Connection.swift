@@ -133,7 +133,7 @@ final class Connection: @unchecked Sendable {
         case let .pending(work):
             server.inFlight.add(1, ordering: .relaxed)
             let loop = self.loop
-            Task {
+            Task(executorPreference: loop) {
                 let response = await work()
                 loop.execute { [self] in
                     server.inFlight.subtract(1, ordering: .relaxed)
@@ -191,7 +191,7 @@ final class Connection: @unchecked Sendable {
         server.inFlight.add(1, ordering: .relaxed)
         flush()
         let loop = self.loop
-        Task {
+        Task(executorPreference: loop) {
             let failed: Bool
             do { try await producer(writer); failed = false } catch { failed = true }
             loop.execute { [self] in

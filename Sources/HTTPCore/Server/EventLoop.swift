@@ -10,12 +10,21 @@ import Synchronization
 /// exactly one loop and is touched only on that loop's thread; other threads reach it only
 /// through `execute`. This keeps connection state free of locks, and one epoll set per core
 /// serves thousands of idle connections without a thread or a Dispatch source each.
-final class EventLoop: @unchecked Sendable {
-    // @unchecked: `connections`, `listener` and the timing fields are touched only on the
-    // loop thread; `pending` is guarded by its mutex; the descriptors are immutable.
+///
+/// The loop is also a `TaskExecutor`: request handlers run as tasks that prefer it, so a
+/// handler starts, resumes after its awaits, and hands its response over on the thread that
+/// owns the connection, without a hop through the global pool each way. Handlers must
+/// therefore not block; an `await` that leaves (an actor, a continuation) comes back here.
+final class EventLoop: TaskExecutor, @unchecked Sendable {
+    // @unchecked: `connections`, `listener`, `local` and the timing fields are touched only
+    // on the loop thread; `pending` is guarded by its mutex; the descriptors are immutable.
     let epollFD: Int32
     private let wakeFD: Int32
     private let pending = Mutex<[@Sendable () -> Void]>([])
+    /// Work posted from the loop thread itself: run before the loop waits again.
+    private var local: [@Sendable () -> Void] = []
+    /// The loop thread's pthread id, once it runs (0 before).
+    private let threadID = Atomic<UInt>(0)
     private var connections: [Connection?] = []
     private(set) var connectionCount = 0
     private var running = true
@@ -54,8 +63,15 @@ final class EventLoop: @unchecked Sendable {
         thread.start()
     }
 
-    /// Runs `work` on the loop thread soon. Safe from any thread.
+    /// Whether the caller runs on this loop's thread.
+    var inLoop: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// Runs `work` on the loop thread soon (never inline). Safe from any thread.
     func execute(_ work: @escaping @Sendable () -> Void) {
+        if inLoop {
+            local.append(work)
+            return
+        }
         let wasEmpty = pending.withLock { queue in
             queue.append(work)
             return queue.count == 1
@@ -64,6 +80,12 @@ final class EventLoop: @unchecked Sendable {
             var one: UInt64 = 1
             _ = Glibc.write(wakeFD, &one, 8)
         }
+    }
+
+    /// `TaskExecutor`: runs the job on the loop thread.
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        execute { [unowned(unsafe) self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
     }
 
     /// Waits until the loop thread has exited.
@@ -127,8 +149,10 @@ final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
         var nextTick = now + 0.25
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
         while running {
-            let timeout = Int32(max(0, min(250, (nextTick - now) * 1000)))
+            runLocalWork()
+            let timeout = local.isEmpty ? Int32(max(0, min(250, (nextTick - now) * 1000))) : 0
             let n = epoll_wait(epollFD, events, Int32(capacity), timeout)
             updateClock()
             if n > 0 {
@@ -139,8 +163,21 @@ final class EventLoop: @unchecked Sendable {
                 nextTick = now + 0.25
             }
         }
+        runLocalWork()
         forEachConnection { remove($0) }
         stopped.signal()
+    }
+
+    /// Runs what the loop posted to itself, including what that work posts in turn, up to a
+    /// bound so that I/O is not starved.
+    private func runLocalWork() {
+        var rounds = 0
+        while !local.isEmpty && rounds < 16 {
+            let work = local
+            local.removeAll(keepingCapacity: true)
+            for item in work { item() }
+            rounds += 1
+        }
     }
 
     private func handle(_ event: epoll_event) {
