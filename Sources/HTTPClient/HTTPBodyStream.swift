@@ -1,101 +1,56 @@
-import Synchronization
-
-/// A response body delivered in pieces, with backpressure: while more than `highWater`
-/// bytes wait for the consumer, libcurl is paused; it resumes when the consumer has taken
-/// them. The stream ends with an error if the transfer failed or was truncated.
+/// A response body delivered in pieces, with backpressure.
+///
+/// While more than `BodyBuffer.highWater` bytes wait for the consumer, reading from the
+/// upstream pauses; it resumes once the consumer has taken most of them. So a slow consumer
+/// costs at most about 1 MiB of memory per response, whatever the body's size.
+///
+/// The sequence ends normally only when the whole body arrived (the declared
+/// `Content-Length`, the final chunk, or the connection's end when neither framing was
+/// used). A truncated, stalled or failed transfer ends it with an `HTTPClientError`.
+///
+/// One consumer at a time. Dropping the stream, or calling `cancel()`, stops the transfer;
+/// so does cancelling the task that waits in `next()`.
 public final class HTTPBodyStream: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
 
-    struct State {
-        var chunks: [[UInt8]] = []
-        var buffered = 0
-        var finished = false
-        var failure: HTTPClientError?
-        var waiter: CheckedContinuation<[UInt8]?, any Error>?
-        var paused = false
-    }
+    let buffer: BodyBuffer
 
-    private let state = Mutex(State())
-    static let highWater = 1 << 20
-    /// Asks the transfer to resume (set by the engine).
-    let resume: @Sendable () -> Void
-    private let cancelTransfer: @Sendable () -> Void
+    init(buffer: BodyBuffer) { self.buffer = buffer }
 
-    init(resume: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) {
-        self.resume = resume
-        self.cancelTransfer = cancel
-    }
-
-    /// Called by the engine thread. Returns false when the transfer should pause.
-    func deliver(_ chunk: [UInt8]) -> Bool {
-        state.withLock { s in
-            if let waiter = s.waiter {
-                s.waiter = nil
-                waiter.resume(returning: chunk)
-                return true
-            }
-            // Refused pieces are not kept: libcurl delivers them again after the pause.
-            if s.buffered >= HTTPBodyStream.highWater { s.paused = true; return false }
-            s.chunks.append(chunk)
-            s.buffered += chunk.count
-            return true
-        }
-    }
-
-    /// Called by the engine thread when the transfer ends.
-    func finish(_ failure: HTTPClientError?) {
-        state.withLock { s in
-            s.finished = true
-            s.failure = failure
-            if let waiter = s.waiter, s.chunks.isEmpty {
-                s.waiter = nil
-                if let failure { waiter.resume(throwing: failure) } else { waiter.resume(returning: nil) }
-            }
-        }
-    }
-
-    func next() async throws -> [UInt8]? {
-        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<[UInt8]?, any Error>) in
-            var resumeTransfer = false
-            state.withLock { s in
-                if !s.chunks.isEmpty {
-                    let chunk = s.chunks.removeFirst()
-                    s.buffered -= chunk.count
-                    if s.paused && s.buffered < HTTPBodyStream.highWater / 4 { s.paused = false; resumeTransfer = true }
-                    waiter.resume(returning: chunk)
-                } else if s.finished {
-                    if let failure = s.failure { waiter.resume(throwing: failure) } else { waiter.resume(returning: nil) }
-                } else {
-                    s.waiter = waiter
-                    if s.paused { s.paused = false; resumeTransfer = true }
-                }
-            }
-            if resumeTransfer { resume() }
-        }
-    }
+    deinit { buffer.cancel() }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let stream: HTTPBodyStream
+        let stream: HTTPBodyStream // keeps the transfer alive while iterating
         public mutating func next() async throws -> [UInt8]? { try await stream.next() }
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: self) }
 
-    /// Reads the whole rest of the body.
-    public func collect(limit: Int = .max) async throws -> [UInt8] {
+    /// The next piece of the body, or nil at its end.
+    public func next() async throws(HTTPClientError) -> [UInt8]? {
+        let buffer = self.buffer
+        let result = await withTaskCancellationHandler {
+            await buffer.next()
+        } onCancel: {
+            buffer.cancel()
+        }
+        return try result.get()
+    }
+
+    /// Reads the rest of the body; more than `limit` bytes stop the transfer with
+    /// `HTTPClientError.bodyTooLarge`.
+    public func collect(limit: Int = .max) async throws(HTTPClientError) -> [UInt8] {
         var all: [UInt8] = []
-        for try await chunk in self {
-            all += chunk
-            if all.count > limit {
+        while let chunk = try await next() {
+            if chunk.count > limit - all.count {
                 cancel()
-                throw HTTPClientError(.bodyTooLarge, "response body exceeds \(limit) bytes")
+                throw .bodyTooLarge("response body exceeds \(limit) bytes")
             }
+            all += chunk
         }
         return all
     }
 
     /// Stops the transfer; the consumer will not read the rest.
-    public func cancel() { cancelTransfer() }
-
-    deinit { cancelTransfer() }
+    public func cancel() { buffer.cancel() }
 }

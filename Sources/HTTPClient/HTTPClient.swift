@@ -1,21 +1,33 @@
-internal import CCurl
-import Foundation
-
-/// smart-bff's outbound HTTP/1.1 client, over libcurl: pooled keep-alive connections, TLS
-/// verification on by default, no redirects followed (callers see them), timeouts that end
-/// in `HTTPClientError.isTimeout`, and truncated bodies reported as errors.
-/// (URLSession on Linux reached only ~4k requests/s on these machines.)
+/// smart-bff's outbound HTTP client, over libcurl.
+///
+/// - Connections to each upstream are pooled and kept alive between requests.
+/// - TLS certificates and host names are verified unless `Configuration.verifyTLS` is off.
+/// - Redirects are not followed: a 3xx comes back to the caller as it is.
+/// - Only `http` and `https` URLs are accepted.
+/// - A body that ends before its declared end (Content-Length not reached, chunked
+///   encoding not terminated) is an error (`isTruncated`), never a short success.
+/// - Blocking work never runs on the Swift concurrency pool: one dedicated thread per client
+///   drives every transfer through a libcurl multi handle.
+///
+/// libcurl honours the standard proxy environment variables (`https_proxy`, `no_proxy`, ...).
+/// Plain sockets never raise SIGPIPE; over TLS the process should ignore SIGPIPE, as
+/// smart-bff's main does.
+///
+/// Create one client and share it: each has its own thread and connection cache.
+/// (URLSession on Linux reached only about 4k requests/s on our machines.)
 public final class HTTPClient: Sendable {
     public struct Configuration: Sendable {
-        /// Time to establish a connection (TCP and TLS). Default 5 s.
+        /// Time to establish a connection, TCP and TLS. Default 5 s.
         public var connectTimeout: Duration = .seconds(5)
-        /// Time allowed for the response head, and for any stall in the body. Default 30 s.
+        /// Time allowed without receiving anything from the upstream, for the response head
+        /// and between pieces of the body. Time a streaming consumer spends behind (with
+        /// reading paused) does not count. Default 30 s.
         public var readTimeout: Duration = .seconds(30)
-        /// Connections kept per upstream host. Default 64.
+        /// Connections at most per upstream host; further requests wait for one. Default 64.
         public var maxConnectionsPerHost = 64
-        /// Largest body `execute` buffers. Default 16 MiB.
+        /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
-        /// Verify TLS certificates and host names. Default on.
+        /// Verify TLS certificates (against the system CA bundle) and host names. Default on.
         public var verifyTLS = true
 
         public init() {}
@@ -26,55 +38,43 @@ public final class HTTPClient: Sendable {
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        engine = CurlEngine(maxConnectionsPerHost: configuration.maxConnectionsPerHost)
+        engine = CurlEngine(configuration: configuration)
     }
 
+    /// Stops the client's thread; requests still in flight fail with `isCancelled`.
     deinit { engine.send(.stop) }
 
-    /// Sends `request` and returns the whole response.
+    /// Sends `request` and returns the response with its whole body (at most
+    /// `maxResponseBodyBytes`). Cancelling the task cancels the request.
     public func execute(_ request: HTTPClientRequest) async throws(HTTPClientError) -> HTTPClientResponse {
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                guard let transfer = makeTransfer(request, mode: .buffered(maxBytes: configuration.maxResponseBodyBytes, continuation)) else {
-                    continuation.resume(throwing: HTTPClientError(.other, "curl_easy_init failed"))
-                    return
-                }
-                engine.send(.add(transfer))
+        let engine = self.engine
+        let transfer = try engine.makeTransfer(request, configuration: configuration, streaming: false)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                transfer.delivery = .buffered(continuation)
+                engine.submit(transfer)
             }
-        } catch let error as HTTPClientError {
-            throw error
-        } catch {
-            throw HTTPClientError(.other, "unexpected failure")
+        } onCancel: {
+            engine.cancel(transfer)
         }
+        return try result.get()
     }
 
-    /// Sends `request` and returns as soon as the response head has arrived; the body
-    /// follows through `response.body`.
+    /// Sends `request` and returns as soon as the final response head has arrived; the body
+    /// follows through `response.body` (see `HTTPBodyStream` for backpressure and how a
+    /// truncated body ends). Cancelling the task before the head arrives cancels the request;
+    /// afterwards, cancel through the body stream (or drop it).
     public func stream(_ request: HTTPClientRequest) async throws(HTTPClientError) -> HTTPClientStreamingResponse {
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                guard let transfer = makeTransfer(request, mode: .streaming(continuation)) else {
-                    continuation.resume(throwing: HTTPClientError(.other, "curl_easy_init failed"))
-                    return
-                }
-                let engine = self.engine
-                transfer.stream = HTTPBodyStream(resume: { [weak transfer] in if let transfer { engine.send(.resume(transfer)) } },
-                                                 cancel: { [weak transfer] in if let transfer { engine.send(.cancel(transfer)) } })
-                engine.send(.add(transfer))
+        let engine = self.engine
+        let transfer = try engine.makeTransfer(request, configuration: configuration, streaming: true)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                transfer.delivery = .streaming(continuation)
+                engine.submit(transfer)
             }
-        } catch let error as HTTPClientError {
-            throw error
-        } catch {
-            throw HTTPClientError(.other, "unexpected failure")
+        } onCancel: {
+            engine.cancel(transfer)
         }
-    }
-
-    private func makeTransfer(_ request: HTTPClientRequest, mode: CurlTransfer.Mode) -> CurlTransfer? {
-        guard let easy = curl_easy_init() else { return nil }
-        let deadline = ProcessInfo.processInfo.systemUptime + Double(configuration.readTimeout.milliseconds) / 1000
-            + Double(configuration.connectTimeout.milliseconds) / 1000
-        let transfer = CurlTransfer(easy: easy, request: request, mode: mode, headDeadline: deadline)
-        transfer.configure(request, configuration: configuration)
-        return transfer
+        return try result.get()
     }
 }

@@ -5,11 +5,18 @@ import JSON
 import Synchronization
 import Testing
 
-/// Keys made once for the whole test run (RSA generation is slow).
+/// Fixed test keys (Fixtures/keys, made with `openssl genpkey -algorithm RSA`). Generating
+/// them at run time blocked every test that reached them first behind a once-lock for
+/// seconds on a loaded machine, and with them the whole concurrency pool.
 enum TestKeys {
-    static let issuerKey = try! RSAPrivateKey.generate(bits: 2048)
-    static let rotatedKey = try! RSAPrivateKey.generate(bits: 2048)
-    static let attackerKey = try! RSAPrivateKey.generate(bits: 2048)
+    static let issuerKey = load("issuer")
+    static let rotatedKey = load("rotated")
+    static let attackerKey = load("attacker")
+
+    private static func load(_ name: String) -> RSAPrivateKey {
+        let url = Bundle.module.url(forResource: "Fixtures/keys/" + name, withExtension: "pem")!
+        return try! RSAPrivateKey(pem: String(decoding: try! Data(contentsOf: url), as: UTF8.self))
+    }
 }
 
 /// A JWKS endpoint stub: serves its documents in order (the last one repeats) and records

@@ -20,8 +20,8 @@ struct SandboxHarness: Sendable {
     let rsaKey: RSAPrivateKey
     let ecKey: P384PrivateKey
 
-    /// Client keys shared by every test (RSA key generation is the slow part of a start).
-    private static let clientRSAKey = Result { try RSAPrivateKey.generate(bits: 2048) }
+    /// Client keys shared by every test.
+    private static let clientRSAKey = Result { try RSAPrivateKey(pem: ClientKeyFixture.rsaPEM) }
     private static let clientECKey = Result { try P384PrivateKey.generate() }
 
     /// Runs `body` against a fresh sandbox and always shuts it down.

@@ -1,32 +1,47 @@
 internal import CCurl
-import Foundation
+import Synchronization
 
-/// One request in flight: owns its easy handle and header list, and is touched only on the
-/// engine thread (hence `@unchecked Sendable`), except through `HTTPBodyStream`'s lock.
+/// One request in flight. It borrows an easy handle from the pool and owns what the handle's
+/// options point at (header list, request body) until it goes.
+///
+/// The calling task builds it and sets `delivery`; from `CurlEngine.submit` on, only the
+/// engine thread touches it (the inbox mutex orders the hand-over), except for
+/// `cancelRequested`, which is atomic. Hence `@unchecked Sendable`.
 final class CurlTransfer: @unchecked Sendable {
-    enum Mode {
-        case buffered(maxBytes: Int, CheckedContinuation<HTTPClientResponse, any Error>)
-        case streaming(CheckedContinuation<HTTPClientStreamingResponse, any Error>)
+    enum Delivery {
+        case buffered(CheckedContinuation<Result<HTTPClientResponse, HTTPClientError>, Never>)
+        case streaming(CheckedContinuation<Result<HTTPClientStreamingResponse, HTTPClientError>, Never>)
     }
 
-    let easy: UnsafeMutableRawPointer
+    let easy: CurlEasy
+    /// Where the result goes; nil once a streaming head has been handed over.
+    var delivery: Delivery?
+    /// Streaming only: the body's hand-over buffer.
+    private(set) var bodyBuffer: BodyBuffer?
+    /// Set by the caller's cancellation handler; the engine checks it when adding.
+    let cancelRequested = Atomic(false)
+
+    // Engine thread only.
+    /// libcurl was told to pause (the consumer is behind).
+    var paused = false
+    /// Monotonic nanoseconds after which, without new data, the transfer times out.
+    var deadline: UInt64 = 0
+    private(set) var finished = false
+    private var head = ResponseHead()
+    private var body: [UInt8] = []
+    private var tooLarge = false
+    private let maxBodyBytes: Int
+    private let readTimeout: UInt64
+
+    // Kept alive for the options that point at them.
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let requestBody: UnsafeMutableBufferPointer<UInt8>?
-    var mode: Mode
-    var status = 0
-    var headers: [(name: String, value: String)] = []
-    var body: [UInt8] = []
-    var headDelivered = false
-    var tooLarge = false
-    var stream: HTTPBodyStream?
-    /// When the response head must have arrived.
-    let headDeadline: Double
-    var finished = false
 
-    init(easy: UnsafeMutableRawPointer, request: HTTPClientRequest, mode: Mode, headDeadline: Double) {
+    /// Configures `easy` (freshly reset) for `request`.
+    init(easy: CurlEasy, request: HTTPClientRequest, configuration: HTTPClient.Configuration, streaming: Bool) {
         self.easy = easy
-        self.mode = mode
-        self.headDeadline = headDeadline
+        maxBodyBytes = streaming ? .max : configuration.maxResponseBodyBytes
+        readTimeout = configuration.readTimeout.nanoseconds
         if let body = request.body {
             let copy = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, body.count))
             _ = copy.initialize(from: body)
@@ -34,156 +49,189 @@ final class CurlTransfer: @unchecked Sendable {
         } else {
             requestBody = nil
         }
-        var list: UnsafeMutablePointer<curl_slist>?
         for (name, value) in request.headers {
-            // Header values never carry CR or LF onto the wire.
-            let line = name + ": " + value.filter { $0 != "\r" && $0 != "\n" }
-            list = curl_slist_append(list, line)
+            // "Name;" is libcurl's spelling of a field with an empty value ("Name:" would remove it).
+            headerList = curl_slist_append(headerList, value.isEmpty ? name + ";" : name + ": " + value)
         }
-        list = curl_slist_append(list, "Expect:")
-        headerList = list
+        // No "Expect: 100-continue" round trip before larger bodies.
+        headerList = curl_slist_append(headerList, "Expect:")
+        configure(request, configuration)
     }
 
     deinit {
         curl_slist_free_all(headerList)
-        curl_easy_cleanup(easy)
         requestBody?.deallocate()
     }
 
-    /// Applies the request's options to the easy handle.
-    func configure(_ request: HTTPClientRequest, configuration: HTTPClient.Configuration) {
-        bff_curl_setopt_ptr(easy, CURLOPT_URL, request.url)
-        bff_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        bff_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
-        bff_curl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        bff_curl_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
-        // Send the path exactly as given: callers decide what is safe, curl must not rewrite it.
-        bff_curl_setopt_long(easy, CURLOPT_PATH_AS_IS, 1)
-        bff_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
-        bff_curl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        bff_curl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(configuration.readTimeout.milliseconds / 1000)))
-        bff_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, configuration.verifyTLS ? 1 : 0)
-        bff_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, configuration.verifyTLS ? 2 : 0)
-        bff_curl_setopt_ptr(easy, CURLOPT_USERAGENT, "smart-bff")
-        bff_curl_setopt_ptr(easy, CURLOPT_HTTPHEADER, headerList)
+    /// Streaming only: the buffer the body goes through, with the engine commands it sends.
+    func makeBodyBuffer(engine: CurlEngine) {
+        bodyBuffer = BodyBuffer(resume: { [weak self] in if let self { engine.send(.resume(self)) } },
+                                cancel: { [weak self] in if let self { engine.cancel(self) } })
+    }
+
+    private func configure(_ request: HTTPClientRequest, _ configuration: HTTPClient.Configuration) {
+        let h = easy.handle
+        easy.attachErrorBuffer()
+        bff_curl_setopt_ptr(h, CURLOPT_URL, request.url)
+        bff_curl_setopt_ptr(h, CURLOPT_PROTOCOLS_STR, "http,https")
+        bff_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1)
+        bff_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0) // callers see redirects
+        bff_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1)
+        bff_curl_setopt_long(h, CURLOPT_PATH_AS_IS, 1) // the caller's path goes out unchanged
+        // Through a proxy (the usual *_proxy environment variables), the proxy's CONNECT
+        // answer must not reach the header callback as if it were the response.
+        bff_curl_setopt_long(h, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+        bff_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(clamping: configuration.connectTimeout.nanoseconds / 1_000_000))
+        bff_curl_setopt_long(h, CURLOPT_SSL_VERIFYPEER, configuration.verifyTLS ? 1 : 0)
+        bff_curl_setopt_long(h, CURLOPT_SSL_VERIFYHOST, configuration.verifyTLS ? 2 : 0)
+        bff_curl_setopt_ptr(h, CURLOPT_USERAGENT, "smart-bff")
+        bff_curl_setopt_ptr(h, CURLOPT_HTTPHEADER, headerList)
+        if maxBodyBytes != .max {
+            // Refuses a too-large declared Content-Length before reading the body.
+            bff_curl_setopt_long(h, CURLOPT_MAXFILESIZE, min(maxBodyBytes, Int(Int32.max)))
+        }
         switch request.method {
-        case "GET": bff_curl_setopt_long(easy, CURLOPT_HTTPGET, 1)
-        case "HEAD": bff_curl_setopt_long(easy, CURLOPT_NOBODY, 1)
-        default: bff_curl_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, request.method)
+        case "GET": bff_curl_setopt_long(h, CURLOPT_HTTPGET, 1)
+        case "HEAD": bff_curl_setopt_long(h, CURLOPT_NOBODY, 1)
+        case "POST": break // set by POSTFIELDS below
+        default: bff_curl_setopt_ptr(h, CURLOPT_CUSTOMREQUEST, request.method)
         }
         if let requestBody {
-            bff_curl_setopt_long(easy, CURLOPT_POSTFIELDSIZE, request.body?.count ?? 0)
-            bff_curl_setopt_ptr(easy, CURLOPT_POSTFIELDS, requestBody.baseAddress)
+            bff_curl_setopt_long(h, CURLOPT_POSTFIELDSIZE, request.body?.count ?? 0)
+            bff_curl_setopt_ptr(h, CURLOPT_POSTFIELDS, requestBody.baseAddress)
+        } else if ["POST", "PUT", "PATCH"].contains(request.method) {
+            // An empty body, with "Content-Length: 0" (servers may answer 411 without it).
+            bff_curl_setopt_long(h, CURLOPT_POSTFIELDSIZE, 0)
+            bff_curl_setopt_ptr(h, CURLOPT_POSTFIELDS, "")
         }
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        bff_curl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
-        bff_curl_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
-        bff_curl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback)
-        bff_curl_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
+        let me = Unmanaged.passUnretained(self).toOpaque() // valid while the engine holds the transfer
+        bff_curl_setopt_callback(h, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+        bff_curl_setopt_ptr(h, CURLOPT_HEADERDATA, me)
+        bff_curl_setopt_callback(h, CURLOPT_WRITEFUNCTION, curlWriteCallback)
+        bff_curl_setopt_ptr(h, CURLOPT_WRITEDATA, me)
+        bff_curl_setopt_prereq(h, curlPrereqCallback)
+        bff_curl_setopt_ptr(h, CURLOPT_PREREQDATA, me)
     }
 
-    /// One header line from libcurl (the status line, a field, or the blank end line).
-    func headerLine(_ line: String) {
-        let trimmed = line.trimmingCharacters(in: CharacterSet(charactersIn: "\r\n"))
-        if trimmed.hasPrefix("HTTP/") {
-            let parts = trimmed.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-            headers = []
-        } else if let colon = trimmed.firstIndex(of: ":") {
-            let name = String(trimmed[..<colon])
-            let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            headers.append((name: name, value: value))
+    /// Engine thread: the transfer is (again) receiving; the read timeout restarts.
+    func touch() { deadline = monotonicNanoseconds() + readTimeout }
+
+    /// Engine thread: the deadline while connecting (or waiting for a connection): the
+    /// connect timeout, then the read timeout. libcurl enforces the first on its own.
+    func startClock(connectTimeout: UInt64) { deadline = monotonicNanoseconds() + connectTimeout + readTimeout }
+
+    /// Engine thread: one header line from libcurl.
+    fileprivate func headerLine(_ line: UnsafeRawBufferPointer) {
+        touch()
+        if head.consume(line) { headComplete() }
+    }
+
+    private func headComplete() {
+        if case let .streaming(continuation) = delivery, let bodyBuffer {
+            delivery = nil
+            continuation.resume(returning: .success(
+                HTTPClientStreamingResponse(status: head.status, headers: head.headers, body: HTTPBodyStream(buffer: bodyBuffer))))
+        } else if let length = head.contentLength, length <= maxBodyBytes {
+            body.reserveCapacity(length)
         }
     }
 
-    /// A piece of body. Returns false to pause the transfer (the piece is delivered again later).
-    func bodyBytes(_ bytes: UnsafeRawBufferPointer) -> Bool? {
-        switch mode {
-        case let .buffered(maxBytes, _):
-            if body.count + bytes.count > maxBytes { tooLarge = true; return nil }
-            body.append(contentsOf: bytes)
-            return true
-        case .streaming:
-            deliverHead()
-            return stream!.deliver(Array(bytes))
+    /// Engine thread: a piece of body. Returns how many bytes were taken, or the pause signal.
+    fileprivate func bodyBytes(_ bytes: UnsafeRawBufferPointer) -> Int {
+        touch()
+        if let bodyBuffer {
+            if delivery != nil { headComplete() } // a body before the head ended: cannot happen over HTTP/1.1+
+            if bodyBuffer.deliver(bytes) { return bytes.count }
+            paused = true
+            return bff_curl_writefunc_pause
         }
+        if bytes.count > maxBodyBytes - body.count {
+            tooLarge = true
+            return 0 // libcurl stops with CURLE_WRITE_ERROR
+        }
+        body.append(contentsOf: bytes)
+        return bytes.count
     }
 
-    /// Hands the head to a streaming caller, once.
-    func deliverHead() {
-        guard !headDelivered, case let .streaming(continuation) = mode, let stream else { return }
-        headDelivered = true
-        continuation.resume(returning: HTTPClientStreamingResponse(status: status, headers: headers, body: stream))
+    /// Engine thread: libcurl finished the transfer with `code`.
+    func complete(_ code: CURLcode) {
+        finish(code == CURLE_OK ? .success(()) : .failure(error(for: code)))
     }
 
-    /// Ends the transfer with libcurl's result.
-    func complete(_ result: CURLcode) {
+    /// Ends the transfer once: resumes the caller or ends the body stream.
+    func finish(_ outcome: Result<Void, HTTPClientError>) {
         guard !finished else { return }
         finished = true
-        let error = result == CURLE_OK ? nil : CurlTransfer.error(for: result, afterHead: status != 0, tooLarge: tooLarge)
-        finish(error)
-    }
-
-    func finish(_ error: HTTPClientError?) {
-        switch mode {
-        case let .buffered(_, continuation):
-            if let error { continuation.resume(throwing: error) } else {
-                continuation.resume(returning: HTTPClientResponse(status: status, headers: headers, body: body))
+        switch delivery {
+        case let .buffered(continuation)?:
+            let body = self.body
+            continuation.resume(returning: outcome.map { HTTPClientResponse(status: head.status, headers: head.headers, body: body) })
+        case let .streaming(continuation)?:
+            switch outcome {
+            case let .failure(error):
+                continuation.resume(returning: .failure(error))
+            case .success:
+                // A finished transfer whose head libcurl did not end with an empty line.
+                let buffer = bodyBuffer ?? BodyBuffer(resume: {}, cancel: {})
+                continuation.resume(returning: .success(
+                    HTTPClientStreamingResponse(status: head.status, headers: head.headers, body: HTTPBodyStream(buffer: buffer))))
+                buffer.finish(.success(()))
             }
-        case let .streaming(continuation):
-            if headDelivered {
-                stream?.finish(error)
-            } else if let error {
-                continuation.resume(throwing: error)
-            } else {
-                deliverHead()
-                stream?.finish(nil)
-            }
+        case nil:
+            bodyBuffer?.finish(outcome)
         }
+        delivery = nil
+        body = []
     }
 
-    static func error(for code: CURLcode, afterHead: Bool, tooLarge: Bool) -> HTTPClientError {
+    /// Turns libcurl's result into our error, without the URL.
+    private func error(for code: CURLcode) -> HTTPClientError {
         let text = String(cString: curl_easy_strerror(code))
-        let raw = Int(code.rawValue)
-        if tooLarge { return HTTPClientError(.bodyTooLarge, curlCode: raw, "response body too large") }
+        let error: HTTPClientError
         switch code {
+        case _ where tooLarge, CURLE_FILESIZE_EXCEEDED:
+            error = .bodyTooLarge()
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
-            return HTTPClientError(.connectFailed, curlCode: raw, text)
+            error = .connectFailed(text)
         case CURLE_OPERATION_TIMEDOUT:
-            return HTTPClientError(.timedOut, curlCode: raw, text)
-        case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR:
-            return HTTPClientError(afterHead ? .truncated : .malformedResponse, curlCode: raw, text)
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
-            return HTTPClientError(.tls, curlCode: raw, text)
-        case CURLE_GOT_NOTHING, CURLE_WEIRD_SERVER_REPLY:
-            return HTTPClientError(.malformedResponse, curlCode: raw, text)
-        case CURLE_WRITE_ERROR, CURLE_ABORTED_BY_CALLBACK:
-            return HTTPClientError(.cancelled, curlCode: raw, text)
+            error = .timedOut(text)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_CRL_BADFILE:
+            error = .tls(text)
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+            error = .invalidRequest(text)
+        case CURLE_GOT_NOTHING, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
+            error = .malformedResponse(text)
+        case _ where head.isComplete:
+            // The head arrived and the body did not end as declared (CURLE_PARTIAL_FILE,
+            // CURLE_RECV_ERROR on a bad or unterminated chunked body, a reset, ...).
+            error = .truncated(text)
         default:
-            return HTTPClientError(afterHead ? .truncated : .other, curlCode: raw, text)
+            error = .other(text)
         }
+        return error.withCurl(code: Int(code.rawValue), detail: easy.errorText)
     }
 }
 
-/// CURLOPT_HEADERFUNCTION: `userdata` is the unretained `CurlTransfer`.
+/// CURLOPT_HEADERFUNCTION; `userdata` is the unretained `CurlTransfer`.
 private func curlHeaderCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ userdata: UnsafeMutableRawPointer?) -> Int {
     guard let data, let userdata else { return 0 }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-    transfer.headerLine(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    transfer.headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
     return size * count
 }
 
-/// CURLOPT_WRITEFUNCTION: `userdata` is the unretained `CurlTransfer`.
+/// CURLOPT_PREREQFUNCTION: a connection is ready and the request is about to go, so the
+/// read timeout runs from now. `clientp` is the unretained `CurlTransfer`.
+private func curlPrereqCallback(_ clientp: UnsafeMutableRawPointer?, _ primaryIP: UnsafeMutablePointer<CChar>?,
+                                _ localIP: UnsafeMutablePointer<CChar>?, _ primaryPort: Int32, _ localPort: Int32) -> Int32 {
+    if let clientp { Unmanaged<CurlTransfer>.fromOpaque(clientp).takeUnretainedValue().touch() }
+    return 0 // CURL_PREREQFUNC_OK
+}
+
+/// CURLOPT_WRITEFUNCTION; `userdata` is the unretained `CurlTransfer`.
 private func curlWriteCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ userdata: UnsafeMutableRawPointer?) -> Int {
     guard let data, let userdata else { return 0 }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-    switch transfer.bodyBytes(UnsafeRawBufferPointer(start: data, count: size * count)) {
-    case true?: return size * count
-    case false?: return bff_curl_writefunc_pause
-    case nil: return 0
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    return transfer.bodyBytes(UnsafeRawBufferPointer(start: data, count: size * count))
 }

@@ -1,0 +1,13 @@
+/// A response whose body arrives as it is received (from `HTTPClient.stream`).
+public struct HTTPClientStreamingResponse: Sendable {
+    /// The final status code (interim 1xx responses are skipped).
+    public var status: Int
+    /// The fields of the final response head, in order, as received.
+    public var headers: [(name: String, value: String)]
+    /// The body in pieces. It ends with an error if the upstream stopped early: a truncated
+    /// body never ends cleanly.
+    public var body: HTTPBodyStream
+
+    /// The first value of header `name` (case-insensitive).
+    public func header(_ name: String) -> String? { headers.firstValue(named: name) }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import HTTPClient
+import Synchronization
+import Testing
+
+@Suite("HTTPClient: failures")
+struct HTTPClientFailureTests {
+    enum Mode: String, CaseIterable, Sendable { case buffered, streaming }
+
+    /// Runs `request` in `mode` and returns the body, or throws the error (for streaming, the
+    /// head must have arrived before it).
+    static func run(_ client: HTTPClient, _ request: HTTPClientRequest, _ mode: Mode) async throws -> [UInt8] {
+        switch mode {
+        case .buffered:
+            return try await client.execute(request).body
+        case .streaming:
+            let response = try await client.stream(request)
+            #expect(response.status == 200)
+            var received: [UInt8] = []
+            for try await chunk in response.body { received += chunk }
+            return received
+        }
+    }
+
+    @Test func connectionRefusedFailsFastAsConnectFailure() async throws {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectTimeout = .seconds(120) // so that only a refusal ends it soon
+        let client = HTTPClient(configuration: configuration)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(unusedPort())/x"))
+        }
+        #expect(error?.isConnectFailure == true)
+        #expect(error?.curlCode == 7) // CURLE_COULDNT_CONNECT, not CURLE_OPERATION_TIMEDOUT
+        #expect(ContinuousClock.now - started < .seconds(60)) // refused, not timed out; room for a loaded machine
+    }
+
+    @Test(arguments: Mode.allCases)
+    func silentServerTimesOutWithinTheReadTimeout(mode: Mode) async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            _ = connection.waitForPeerClose(seconds: 10) // never answers
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.readTimeout = .milliseconds(400)
+        let client = HTTPClient(configuration: configuration)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/slow"), mode)
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(error?.isTimeout == true)
+        #expect(elapsed >= .milliseconds(380))
+        #expect(elapsed < .seconds(8)) // 0.4 s configured; room for a loaded machine
+    }
+
+    @Test(arguments: Mode.allCases)
+    func bodyThatStallsTimesOut(mode: Mode) async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+            _ = connection.waitForPeerClose(seconds: 10)
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.readTimeout = .milliseconds(400)
+        let client = HTTPClient(configuration: configuration)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode)
+        }
+        #expect(error?.isTimeout == true)
+        #expect(ContinuousClock.now - started < .seconds(8)) // 0.4 s configured; room for a loaded machine
+    }
+
+    @Test(arguments: Mode.allCases)
+    func contentLengthNotReachedIsAnErrorNotAShortBody(mode: Mode) async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+        } // the script returns and the connection closes
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await Self.run(HTTPClient(), HTTPClientRequest(url: server.baseURL + "/"), mode)
+        }
+        #expect(error?.isTruncated == true)
+    }
+
+    @Test(arguments: Mode.allCases)
+    func unterminatedChunkedBodyIsAnError(mode: Mode) async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        }
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await Self.run(HTTPClient(), HTTPClientRequest(url: server.baseURL + "/"), mode)
+        }
+        #expect(error?.isTruncated == true)
+    }
+
+    @Test func closeDelimitedBodyEndsCleanly() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it")
+        }
+        for mode in Mode.allCases {
+            #expect(try await Self.run(HTTPClient(), HTTPClientRequest(url: server.baseURL + "/"), mode) == Array("all of it".utf8))
+        }
+    }
+
+    @Test(arguments: [
+        "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "x", count: 5000),
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "3e8\r\n" + String(repeating: "x", count: 1000) + "\r\n", count: 5) + "0\r\n\r\n",
+    ])
+    func bufferedBodyOverTheLimitIsRefused(response: String) async throws {
+        let server = try ScriptedServer.responding { _ in response }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxResponseBodyBytes = 1000
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: server.baseURL + "/"))
+        }
+        #expect(error?.isBodyTooLarge == true)
+    }
+
+    @Test func collectStopsAtItsLimit() async throws {
+        let server = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "x", count: 5000) }
+        let response = try await HTTPClient().stream(HTTPClientRequest(url: server.baseURL + "/"))
+        let error = await #expect(throws: HTTPClientError.self) { try await response.body.collect(limit: 4999) }
+        #expect(error?.isBodyTooLarge == true)
+    }
+
+    @Test(arguments: [
+        HTTPClientRequest(url: "/x", headers: [("X-A", "1\r\nX-Injected: 1")]),
+        HTTPClientRequest(url: "/x", headers: [("X-A\r\nX-Injected", "1")]),
+        HTTPClientRequest(url: "/x", headers: [("Bad Name", "1")]),
+        HTTPClientRequest(method: "GET /admin HTTP/1.1\r\nX:", url: "/x"),
+        HTTPClientRequest(url: "/x HTTP/1.1\r\nX-Injected: 1\r\n"),
+    ])
+    func requestsThatWouldSplitAreRefusedBeforeSending(request: HTTPClientRequest) async throws {
+        let server = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" }
+        var request = request
+        request.url = server.baseURL + request.url
+        let error = await #expect(throws: HTTPClientError.self) { try await HTTPClient().execute(request) }
+        #expect(error?.isInvalidRequest == true)
+        #expect(server.connectionCount == 0)
+    }
+
+    @Test(arguments: ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1/", "dict://127.0.0.1/x", "not a url"])
+    func onlyHTTPAndHTTPSAreFetched(url: String) async throws {
+        let error = await #expect(throws: HTTPClientError.self) { try await HTTPClient().execute(HTTPClientRequest(url: url)) }
+        #expect(error?.isInvalidRequest == true)
+    }
+
+    @Test func cancellingTheTaskCancelsTheRequest() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            _ = connection.waitForPeerClose(seconds: 10)
+        }
+        let client = HTTPClient()
+        let request = Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/")) }
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        request.cancel()
+        let error = await #expect(throws: HTTPClientError.self) { try await request.value }
+        #expect(error?.isCancelled == true)
+        #expect(ContinuousClock.now - started < .seconds(6)) // the server would hold it 10 s
+    }
+
+    @Test func anAlreadyCancelledTaskSendsNothing() async throws {
+        let server = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" }
+        let client = HTTPClient()
+        let request = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await client.execute(HTTPClientRequest(url: server.baseURL + "/"))
+        }
+        let error = await #expect(throws: HTTPClientError.self) { try await request.value }
+        #expect(error?.isCancelled == true)
+        #expect(server.requests.isEmpty)
+    }
+
+    /// libcurl's detail may name the host (useful to operators), never the path, query or headers.
+    @Test func errorsNeverContainTheURLOrHeaders() async throws {
+        let secret = "SECRET-abc123"
+        let truncating = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+        }
+        let urls = ["http://127.0.0.1:\(unusedPort())/fhir/Patient?access_token=\(secret)",
+                    truncating.baseURL + "/fhir/Patient?access_token=\(secret)",
+                    "http://no-such-host.invalid/?code=\(secret)"]
+        for url in urls {
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await HTTPClient().execute(HTTPClientRequest(url: url, headers: [("Authorization", "Bearer " + secret)]))
+            }
+            let texts = [error.map { "\($0)" }, error.map { String(reflecting: $0) }, error?.message].compactMap { $0 }
+            #expect(!texts.isEmpty)
+            for text in texts {
+                #expect(!text.contains(secret), "\(text)")
+                #expect(!text.contains("access_token"), "\(text)")
+            }
+        }
+    }
+}

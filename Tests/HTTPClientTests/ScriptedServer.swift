@@ -1,0 +1,216 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A test-only HTTP/1.1 server on 127.0.0.1 (an ephemeral port) that answers from a script:
+/// one thread accepts, and each connection runs `script` on a thread of its own, over raw
+/// blocking POSIX sockets, so a test controls every byte and every pause.
+final class ScriptedServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let accepted = Atomic(0)
+    private let open = Mutex<[Int32]>([])
+    private let received = Mutex<[ReceivedRequest]>([])
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// Connections accepted so far.
+    var connectionCount: Int { accepted.load(ordering: .acquiring) }
+    /// Requests read by `ServerConnection.readRequest`, in order.
+    var requests: [ReceivedRequest] { received.withLock { $0 } }
+
+    init(_ script: @escaping @Sendable (ServerConnection) -> Void) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 512) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = fd
+        Thread.detachNewThread { [self] in
+            while true {
+                let client = accept(fd, nil, nil)
+                if client < 0 {
+                    if errno == EINTR { continue }
+                    return // shut down
+                }
+                accepted.add(1, ordering: .acquiringAndReleasing)
+                open.withLock { $0.append(client) }
+                let connection = ServerConnection(fd: client, server: self)
+                Thread.detachNewThread {
+                    script(connection)
+                    connection.close()
+                }
+            }
+        }
+    }
+
+    /// A server that answers every request on every connection with `respond(request)`
+    /// (raw bytes of a whole response), keeping connections alive.
+    static func responding(_ respond: @escaping @Sendable (ReceivedRequest) -> String) throws -> ScriptedServer {
+        try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                guard connection.write(respond(request)) else { return }
+            }
+        }
+    }
+
+    /// Stops accepting and closes every connection.
+    func shutdown() {
+        Glibc.shutdown(listener, Int32(SHUT_RDWR))
+        for fd in open.withLock({ $0 }) { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    deinit {
+        shutdown()
+        close(listener)
+    }
+
+    fileprivate func record(_ request: ReceivedRequest) { received.withLock { $0.append(request) } }
+}
+
+/// A request as the server read it.
+struct ReceivedRequest: Sendable {
+    var method: String
+    var target: String
+    var headers: [(String, String)]
+    var body: [UInt8]
+
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+}
+
+/// One accepted connection, used by one script thread.
+final class ServerConnection: @unchecked Sendable {
+    let fd: Int32
+    private unowned let server: ScriptedServer
+    private var input: [UInt8] = []
+    private let closed = Atomic(false)
+
+    fileprivate init(fd: Int32, server: ScriptedServer) {
+        self.fd = fd
+        self.server = server
+    }
+
+    /// Reads one request (head and Content-Length body); nil when the peer closed.
+    func readRequest() -> ReceivedRequest? {
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        var headEnd: Int?
+        while true {
+            if let range = input.firstRange(of: separator) { headEnd = range.upperBound; break }
+            guard fill() else { return nil }
+        }
+        let lines = String(decoding: input[..<(headEnd! - 4)], as: UTF8.self).components(separatedBy: "\r\n")
+        input.removeFirst(headEnd!)
+        let requestLine = lines[0].split(separator: " ")
+        guard requestLine.count == 3 else { return nil }
+        let headers: [(String, String)] = lines.dropFirst().compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        var request = ReceivedRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers, body: [])
+        let length = request.header("Content-Length").flatMap { Int($0) } ?? 0
+        while input.count < length { guard fill() else { return nil } }
+        request.body = Array(input[..<length])
+        input.removeFirst(length)
+        server.record(request)
+        return request
+    }
+
+    private func fill() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return false }
+        input += chunk[..<n]
+        return true
+    }
+
+    /// Writes all of `bytes`; false when the peer has gone.
+    @discardableResult
+    func write(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            offset += n
+        }
+        return true
+    }
+
+    @discardableResult
+    func write(_ text: String) -> Bool { write(Array(text.utf8)) }
+
+    /// Waits until the peer closes (or `seconds` pass); true if it closed.
+    func waitForPeerClose(seconds: Double) -> Bool {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if poll(&pfd, 1, 50) > 0 {
+                var byte: UInt8 = 0
+                if recv(fd, &byte, 1, Int32(MSG_PEEK)) <= 0 { return true }
+                usleep(10_000)
+            }
+        }
+        return false
+    }
+
+    func setSendBuffer(_ bytes: Int32) {
+        var size = bytes
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        Glibc.close(fd)
+    }
+}
+
+/// A flag one side sets and the other waits for, with a time limit.
+final class Gate: Sendable {
+    private let opened = Atomic(false)
+    func open() { opened.store(true, ordering: .releasing) }
+    var isOpen: Bool { opened.load(ordering: .acquiring) }
+    /// True if the gate opened within `seconds`.
+    func wait(seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !isOpen && Date() < deadline { usleep(1000) }
+        return isOpen
+    }
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then closed).
+func unusedPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A counter shared between a script thread and the test.
+final class Counter: Sendable {
+    private let value = Atomic(0)
+    func set(_ new: Int) { value.store(new, ordering: .releasing) }
+    func increment() { value.add(1, ordering: .acquiringAndReleasing) }
+    var current: Int { value.load(ordering: .acquiring) }
+}
