@@ -136,7 +136,7 @@ struct FHIRProxy: Sendable {
         return { bytes in
             var e = entry
             e.bytes = bytes
-            Task { await writer.record(e) }
+            writer.record(e)
         }
     }
 }

@@ -1,0 +1,51 @@
+@testable import BFF
+import Foundation
+import Testing
+
+/// Paging through the BFF depends on every EHR URL in a Bundle being rewritten, whatever
+/// chunk boundaries the upstream body arrives in, and on nothing else changing.
+@Suite("URL rewriting in proxied bodies")
+struct URLRewriterTests {
+    static let base = "https://ehr.example/fhir/r4"
+    static let publicBase = "https://bff.example/fhir"
+    static let body = #"{"resourceType":"Bundle","link":[{"relation":"next","url":"https://ehr.example/fhir/r4/Observation?page=2"}],"#
+        + #""entry":[{"fullUrl":"https://ehr.example/fhir/r4/Observation/1","note":"\"https://ehr.example/fhir/r4x/not-a-match"},"#
+        + #"{"fullUrl":"https://ehr.example/fhir/r4/Observation/2"}],"another":"https://ehr.example/fhir/r4/Patient/3""#
+        + #","tail":"https://ehr.example/fhir/r4/"}"#
+
+    /// What the rewrite must produce: every `"<base>/` replaced, and only those.
+    static let expected = body.replacingOccurrences(of: "\"" + base + "/", with: "\"" + publicBase + "/")
+
+    static func rewrite(_ pieces: [[UInt8]]) -> String {
+        var rewriter = URLRewriter(from: base, to: publicBase)
+        var out: [UInt8] = []
+        for piece in pieces { out += rewriter.rewrite(piece) }
+        out += rewriter.finish()
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @Test("whole, split at every offset, and byte by byte: the same result, every quoted EHR URL rewritten")
+    func everySplit() {
+        let bytes = Array(Self.body.utf8)
+        #expect(Self.expected.components(separatedBy: Self.publicBase + "/").count == 6) // 5 rewritten
+        #expect(Self.rewrite([bytes]) == Self.expected)
+        for cut in 0...bytes.count {
+            #expect(Self.rewrite([Array(bytes[..<cut]), Array(bytes[cut...])]) == Self.expected, "split at \(cut)")
+        }
+        #expect(Self.rewrite(bytes.map { [$0] }) == Self.expected)
+    }
+
+    @Test("a body that ends in the middle of a would-be match keeps its bytes")
+    func partialMatchAtTheEnd() {
+        let text = #"{"a":"https://ehr.example/fhi"#
+        #expect(Self.rewrite([Array(text.utf8)]) == text)
+    }
+
+    @Test("a Location header is rewritten only under the EHR base")
+    func location() {
+        #expect(URLRewriter.rewrite(url: Self.base + "/Patient/1/_history/2", from: Self.base, to: Self.publicBase)
+            == Self.publicBase + "/Patient/1/_history/2")
+        #expect(URLRewriter.rewrite(url: "https://elsewhere.example/x", from: Self.base, to: Self.publicBase) == "https://elsewhere.example/x")
+        #expect(URLRewriter.rewrite(url: Self.base + "x/Patient/1", from: Self.base, to: Self.publicBase) == Self.base + "x/Patient/1")
+    }
+}
