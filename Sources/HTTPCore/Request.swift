@@ -74,14 +74,31 @@ public struct Request: Sendable {
         queryItems.filter { $0.name == name }.map(\.value)
     }
 
-    /// The value of cookie `name` from the `Cookie` header fields.
+    /// The value of cookie `name` from the `Cookie` header fields (the first pair with that
+    /// exact name; spaces and tabs around pairs are ignored).
     public func cookie(_ name: String) -> String? {
-        for header in headers.values(for: "Cookie") {
-            for pair in header.split(separator: ";") {
-                let trimmed = pair.trimmingSpaces()
-                guard let eq = trimmed.firstIndex(of: "=") else { continue }
-                if trimmed[..<eq] == name { return String(trimmed[trimmed.index(after: eq)...]) }
+        let wanted = Array(name.utf8)
+        for field in headers.values(for: "Cookie") {
+            var value = field
+            let found: String? = value.withUTF8 { bytes in
+                var i = 0
+                let n = bytes.count
+                while i < n {
+                    while i < n, bytes[i] == UInt8(ascii: " ") || bytes[i] == UInt8(ascii: "\t") { i += 1 }
+                    var end = i
+                    while end < n, bytes[end] != UInt8(ascii: ";") { end += 1 }
+                    var last = end
+                    while last > i, bytes[last - 1] == UInt8(ascii: " ") || bytes[last - 1] == UInt8(ascii: "\t") { last -= 1 }
+                    let nameEnd = i + wanted.count
+                    if nameEnd < last, bytes[nameEnd] == UInt8(ascii: "="),
+                       wanted.withUnsafeBufferPointer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: bytes[i..<nameEnd])) }) {
+                        return String(decoding: UnsafeBufferPointer(rebasing: bytes[(nameEnd + 1)..<last]), as: UTF8.self)
+                    }
+                    i = end + 1
+                }
+                return nil
             }
+            if let found { return found }
         }
         return nil
     }
