@@ -60,7 +60,8 @@ public final class HTTPClient: Sendable {
         return try result.get()
     }
 
-    /// Sends `request` and returns as soon as the final response head has arrived; the body
+    /// Sends `request` and returns once the final response head has arrived (at the end of
+    /// the engine's pass that read it, so a small response comes with its body); the body
     /// follows through `response.body` (see `HTTPBodyStream` for backpressure and how a
     /// truncated body ends). Cancelling the task before the head arrives cancels the request;
     /// afterwards, cancel through the body stream (or drop it).

@@ -111,6 +111,7 @@ final class CurlEngine: @unchecked Sendable {
             commands.removeAll(keepingCapacity: true)
             curl_multi_perform(multi, &running)
             drainFinished()
+            for transfer in active.values where transfer.headReady { transfer.deliverHeadIfReady() }
             let now = monotonicNanoseconds()
             if now >= nextSweep {
                 nextSweep = now + 10_000_000

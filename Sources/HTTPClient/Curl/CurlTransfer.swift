@@ -24,6 +24,8 @@ final class CurlTransfer: @unchecked Sendable {
     // Engine thread only.
     /// libcurl was told to pause (the consumer is behind).
     var paused = false
+    /// Streaming: the final head is complete and waits for the end of the engine's pass.
+    private(set) var headReady = false
     /// Monotonic nanoseconds after which, without new data, the transfer times out.
     var deadline: UInt64 = 0
     private(set) var finished = false
@@ -127,20 +129,30 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private func headComplete() {
-        if case let .streaming(continuation) = delivery, let bodyBuffer {
-            delivery = nil
-            continuation.resume(returning: .success(
-                HTTPClientStreamingResponse(status: head.status, headers: head.headers, body: HTTPBodyStream(buffer: bodyBuffer))))
+        if case .streaming = delivery, bodyBuffer != nil {
+            headReady = true // handed over after this pass of the engine: see deliverHeadIfReady
         } else if let length = head.contentLength, length <= maxBodyBytes {
             body.reserveCapacity(length)
         }
+    }
+
+    /// Engine thread, after each pass over the transfers: hands a completed streaming head to
+    /// the caller. Waiting for the end of the pass means that a small response that arrived
+    /// whole is handed over whole (head, body and end at once), with one wake-up of the
+    /// caller instead of one per piece.
+    func deliverHeadIfReady() {
+        guard headReady, case let .streaming(continuation) = delivery, let bodyBuffer else { return }
+        headReady = false
+        delivery = nil
+        continuation.resume(returning: .success(
+            HTTPClientStreamingResponse(status: head.status, headers: head.headers, body: HTTPBodyStream(buffer: bodyBuffer))))
     }
 
     /// Engine thread: a piece of body. Returns how many bytes were taken, or the pause signal.
     fileprivate func bodyBytes(_ bytes: UnsafeRawBufferPointer) -> Int {
         touch()
         if let bodyBuffer {
-            if delivery != nil { headComplete() } // a body before the head ended: cannot happen over HTTP/1.1+
+            if delivery != nil && !headReady { headComplete() } // a body before the head ended: cannot happen over HTTP/1.1+
             if bodyBuffer.deliver(bytes) { return bytes.count }
             paused = true
             return bff_curl_writefunc_pause
