@@ -55,23 +55,36 @@ wrk.headers["Cookie"] = "$COOKIE"
 wrk.headers["X-CSRF"] = "1"
 wrk.headers["X-BFF-Launch"] = "$LAUNCH"
 LUA
+NGINX_PID=$(cat "$WORK/nginx.pid" 2>/dev/null || true)
+# The worker of the proxying server block and the upstream block are the same process; its
+# CPU per request is measured on the proxy runs (it serves the upstream side of them too).
+NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | awk '
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
     /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
     END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
+# cpu_us/req: smart-bff's own CPU for bff; the nginx worker's (proxy and upstream sides
+# together) for nginx; the same worker serving directly for direct.
 : > "$WORK/bff"; : > "$WORK/nginx"; : > "$WORK/direct"
 if [ -n "${PERF_DATA:-}" ]; then
   perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
 fi
+# One run, with the CPU seconds process $2 used per request appended (microseconds).
+measured() {
+  local c0 c1 out
+  c0=$(cpu_seconds "$2"); out=$(run "$1"); c1=$(cpu_seconds "$2")
+  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" 'BEGIN { split(o, x, " "); printf "%.1f", (b-a)*1e6/(x[1]*s) }')"
+}
 for r in $(seq 1 "$ROUNDS"); do
-  run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >> "$WORK/bff"
-  run "http://127.0.0.1:$PROXY/fhir/Patient/bench" >> "$WORK/nginx"
-  run "http://127.0.0.1:$UP/fhir/Patient/bench" >> "$WORK/direct"
+  measured "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" "$BFF_PID" >> "$WORK/bff"
+  measured "http://127.0.0.1:$PROXY/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/nginx"
+  measured "http://127.0.0.1:$UP/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/direct"
 done
 for who in bff nginx direct; do
-  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
-    "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)"
+  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
+    "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)" \
+    "$(cut -d' ' -f5 "$WORK/$who" | median)"
 done
 b=$(cut -d' ' -f1 "$WORK/bff" | median); n=$(cut -d' ' -f1 "$WORK/nginx" | median)
 awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", b/n }'

@@ -82,8 +82,7 @@ struct FHIRProxy: Sendable {
             response.headers.add("Location", URLRewriter.rewrite(url: location, from: launch.iss, to: publicBase))
         }
         response.headers.replace("Cache-Control", "no-store")
-        let contentType = upstream.header("Content-Type")?.lowercased() ?? ""
-        let rewrite = contentType.contains("json")
+        let rewrite = upstream.header("Content-Type").map(FHIRProxy.isJSON) ?? false
         let declared = upstream.header("Content-Length").flatMap(Int.init)
         let audit = auditRecorder(request: request, launch: launch, status: upstream.status)
         let body = upstream.body, iss = launch.iss
@@ -124,6 +123,18 @@ struct FHIRProxy: Sendable {
             }
         }
         return response
+    }
+
+    /// Whether a Content-Type is JSON (`application/fhir+json`, `application/json`, ...),
+    /// whose URLs are rewritten. A byte scan: Foundation's `contains` showed in profiles.
+    static func isJSON(_ contentType: String) -> Bool {
+        let json = Array("json".utf8)
+        let bytes = Array(contentType.utf8)
+        guard bytes.count >= json.count else { return false }
+        for start in 0...(bytes.count - json.count) where (0..<json.count).allSatisfy({ bytes[start + $0] | 0x20 == json[$0] }) {
+            return true
+        }
+        return false
     }
 
     /// Records the PHI access audit entry once the body is through.

@@ -9,7 +9,9 @@ import Synchronization
 /// Other threads talk to it only through `send`: commands go into a mutex-guarded inbox and
 /// `curl_multi_wakeup` interrupts `curl_multi_poll`. Hence `@unchecked Sendable`: `multi` and
 /// `active` are used on the engine thread only (and `multi` by `curl_multi_wakeup`, which is
-/// thread-safe, under the inbox lock so that it never races `curl_multi_cleanup`).
+/// thread-safe). The wake-up happens outside the lock (inside it, the engine thread blocked
+/// on a lock held across a syscall); it cannot race `curl_multi_cleanup`, which runs only
+/// in `deinit`, once no sender holds the engine.
 final class CurlEngine: @unchecked Sendable {
     enum Command {
         case add(CurlTransfer)
@@ -70,18 +72,17 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     func send(_ command: Command) {
-        let refused: CurlTransfer? = inbox.withLock { inbox in
+        let (refused, wake): (CurlTransfer?, Bool) = inbox.withLock { inbox in
             if inbox.closed {
-                if case let .add(transfer) = command { return transfer }
-                return nil
+                if case let .add(transfer) = command { return (transfer, false) }
+                return (nil, false)
             }
             inbox.commands.append(command)
-            if !inbox.wakeupPending {
-                inbox.wakeupPending = true
-                curl_multi_wakeup(multi)
-            }
-            return nil
+            if inbox.wakeupPending { return (nil, false) }
+            inbox.wakeupPending = true
+            return (nil, true)
         }
+        if wake { curl_multi_wakeup(multi) }
         refused?.finish(.failure(.cancelled("the HTTP client has shut down")))
     }
 
@@ -125,8 +126,9 @@ final class CurlEngine: @unchecked Sendable {
             return inbox.commands
         }
         for case let .add(transfer) in late { transfer.finish(.failure(.cancelled("the HTTP client has shut down"))) }
-        curl_multi_cleanup(multi)
     }
+
+    deinit { curl_multi_cleanup(multi) }
 
     private func add(_ transfer: CurlTransfer, refuse: Bool) {
         if refuse || transfer.cancelRequested.load(ordering: .acquiring) {
