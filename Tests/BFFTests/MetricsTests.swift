@@ -1,0 +1,20 @@
+@testable import BFF
+import Foundation
+import Testing
+
+@Suite("metrics")
+struct MetricsTests {
+    @Test("requests recorded from many threads at once all count: the exposition adds up every shard")
+    func countsAddUpAcrossThreads() {
+        let metrics = Metrics()
+        DispatchQueue.concurrentPerform(iterations: 16) { i in
+            for k in 0..<500 { metrics.recordRequest(route: "/fhir/*", status: k % 5 == 0 ? 404 : 200, seconds: i % 2 == 0 ? 0.002 : 0.2) }
+        }
+        let text = metrics.render(activeSessions: nil, pool: nil)
+        #expect(text.contains(#"bff_http_requests_total{route="/fhir/*",status="200"} 6400"#))
+        #expect(text.contains(#"bff_http_requests_total{route="/fhir/*",status="404"} 1600"#))
+        #expect(text.contains(#"bff_http_request_duration_seconds_count{route="/fhir/*"} 8000"#))
+        #expect(text.contains(#"bff_http_request_duration_seconds_bucket{route="/fhir/*",le="0.0025"} 4000"#))
+        #expect(text.contains(#"bff_http_request_duration_seconds_bucket{route="/fhir/*",le="+Inf"} 8000"#))
+    }
+}
