@@ -7,14 +7,18 @@ public struct BFFApplication: Sendable {
     public let openAPI: [UInt8]
     /// Extra routes (the demo page).
     public let extraRoutes: @Sendable (inout Router) -> Void
+    /// One per process, whatever the number of applications: refreshes are single-flight here.
+    let refresher: TokenRefresher
 
     public init(services: BFFServices, openAPI: [UInt8], extraRoutes: @escaping @Sendable (inout Router) -> Void = { _ in }) {
         self.services = services
         self.openAPI = openAPI
         self.extraRoutes = extraRoutes
+        refresher = TokenRefresher(services: services)
     }
 
-    /// The HTTP application serving every endpoint of the contract.
+    /// The HTTP application serving every endpoint of the contract. Each call makes a new
+    /// one (the server makes one per I/O thread); they share the services and the refresher.
     public func makeHTTPApplication() -> HTTPApplication {
         var router = Router()
         HealthHandlers.register(on: &router, openAPI: openAPI)
@@ -27,14 +31,14 @@ public struct BFFApplication: Sendable {
         router.get("/context", session.context)
         router.post("/logout", session.logout)
         router.post("/session/handoff", session.handoff)
-        let proxy = FHIRProxy(services: services, refresher: TokenRefresher(services: services))
+        let proxy = FHIRProxy(services: services, refresher: refresher)
         router.get("/fhir/*", proxy.handle)
         let operations = OperationsHandlers(services: services)
         router.get("/readyz", operations.readyz)
         router.get("/metrics", operations.metrics)
         router.onImmediate("GET", "/.well-known/jwks.json") { _ in operations.jwks() }
         extraRoutes(&router)
-        return HTTPApplication(router: router, middleware: [AccessLog(), MetricsMiddleware(metrics: services.metrics), SecurityHeaders()],
+        return HTTPApplication(router: router, middleware: [AccessLog(), MetricsMiddleware(recorder: services.metrics.makeRequestRecorder()), SecurityHeaders()],
                                logger: services.logger)
     }
 }

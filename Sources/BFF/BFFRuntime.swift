@@ -53,7 +53,7 @@ public final class BFFRuntime: Sendable {
         var serverConfiguration = options.server
         serverConfiguration.host = configuration.listenHost
         serverConfiguration.port = configuration.listenPort
-        let server = HTTPServer(configuration: serverConfiguration, application: app.makeHTTPApplication(), logger: logger)
+        let server = HTTPServer(configuration: serverConfiguration, makeApplication: { app.makeHTTPApplication() }, logger: logger)
         try server.start()
         let retention = configuration.auditRetentionDays
         let sweeper = Task {

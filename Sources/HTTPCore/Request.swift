@@ -33,9 +33,13 @@ public struct Request: Sendable {
     /// When the application started on this request.
     public var startedAt: ContinuousClock.Instant?
 
+    /// The logger of requests made without one (made once: a `Logger(label:)` per request
+    /// took the logging system's lock every time).
+    public static let defaultLogger = Logger(label: "smart-bff.http")
+
     public init(method: String, target: String, version: HTTPVersion = .http11,
                 headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
-                logger: Logger = Logger(label: "smart-bff.http")) {
+                logger: Logger = Request.defaultLogger) {
         self.method = method
         self.target = target
         self.version = version

@@ -4,11 +4,12 @@ import Testing
 
 @Suite("metrics")
 struct MetricsTests {
-    @Test("requests recorded from many threads at once all count: the exposition adds up every shard")
+    @Test("requests recorded from many threads at once all count: the exposition adds up every recorder")
     func countsAddUpAcrossThreads() {
         let metrics = Metrics()
+        let recorders = (0..<4).map { _ in metrics.makeRequestRecorder() }
         DispatchQueue.concurrentPerform(iterations: 16) { i in
-            for k in 0..<500 { metrics.recordRequest(route: "/fhir/*", status: k % 5 == 0 ? 404 : 200, seconds: i % 2 == 0 ? 0.002 : 0.2) }
+            for k in 0..<500 { recorders[i % 4].record(route: "/fhir/*", status: k % 5 == 0 ? 404 : 200, seconds: i % 2 == 0 ? 0.002 : 0.2) }
         }
         let text = metrics.render(activeSessions: nil, pool: nil)
         #expect(text.contains(#"bff_http_requests_total{route="/fhir/*",status="200"} 6400"#))

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import HTTPCore
 import Synchronization
@@ -27,8 +24,7 @@ public final class Metrics: Sendable {
         }
     }
 
-    /// Per-request counters. Every request records here, so they are split into shards by
-    /// thread: the I/O threads do not contend for one lock and one cache line.
+    /// Per-request counters, kept by each `RequestRecorder`.
     struct RequestCounters {
         var requests: [String: [Int: Int]] = [:]
         var latency: [String: Histogram] = [:]
@@ -42,25 +38,35 @@ public final class Metrics: Sendable {
     }
 
     private let state = Mutex(State())
-    private final class Shard: Sendable { let counters = Mutex(RequestCounters()) }
-    private let shards: [Shard] = (0..<8).map { _ in Shard() }
+    /// Where one application (one I/O thread) records its requests: every request records,
+    /// so each thread has its own counters and lock, added up when /metrics is rendered.
+    final class RequestRecorder: Sendable {
+        fileprivate let counters = Mutex(RequestCounters())
 
-    public init() {}
-
-    public func recordRequest(route: String, status: Int, seconds: Double) {
-        // A multiplicative hash of the thread: its top three bits pick one of eight shards.
-        let shard = Int(truncatingIfNeeded: (UInt(pthread_self()) &* 0x9E37_79B9_7F4A_7C15) >> 61)
-        shards[shard].counters.withLock { s in
-            s.requests[route, default: [:]][status, default: 0] += 1
-            s.latency[route, default: Histogram()].observe(seconds)
+        func record(route: String, status: Int, seconds: Double) {
+            counters.withLock { s in
+                s.requests[route, default: [:]][status, default: 0] += 1
+                s.latency[route, default: Histogram()].observe(seconds)
+            }
         }
     }
 
-    /// The request counters of every shard, added up.
+    private let recorders = Mutex<[RequestRecorder]>([])
+
+    public init() {}
+
+    /// A recorder for one thread's requests; its counts appear in `render`.
+    func makeRequestRecorder() -> RequestRecorder {
+        let recorder = RequestRecorder()
+        recorders.withLock { $0.append(recorder) }
+        return recorder
+    }
+
+    /// The request counters of every recorder, added up.
     private func requestCounters() -> RequestCounters {
         var total = RequestCounters()
-        for shard in shards {
-            let part = shard.counters.withLock { $0 }
+        for recorder in recorders.withLock({ $0 }) {
+            let part = recorder.counters.withLock { $0 }
             for (route, byStatus) in part.requests {
                 for (status, count) in byStatus { total.requests[route, default: [:]][status, default: 0] += count }
             }
@@ -124,7 +130,7 @@ public final class Metrics: Sendable {
 
 /// Records every request in `Metrics`.
 struct MetricsMiddleware: Middleware {
-    let metrics: Metrics
+    let recorder: Metrics.RequestRecorder
 
     func prepare(_ request: inout Request) throws -> Response? {
         if request.startedAt == nil { request.startedAt = ContinuousClock.now }
@@ -134,6 +140,6 @@ struct MetricsMiddleware: Middleware {
     func finish(_ request: Request, _ response: inout Response) {
         let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        metrics.recordRequest(route: request.route ?? "unmatched", status: response.status.code, seconds: seconds)
+        recorder.record(route: request.route ?? "unmatched", status: response.status.code, seconds: seconds)
     }
 }

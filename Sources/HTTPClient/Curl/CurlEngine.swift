@@ -174,7 +174,10 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
+    /// Stops a transfer before libcurl finished it. Its connection is closed, never cached:
+    /// the rest of the response would still be on it.
     private func end(_ transfer: CurlTransfer, _ error: HTTPClientError) {
+        bff_curl_setopt_long(transfer.easy.handle, CURLOPT_FORBID_REUSE, 1)
         curl_multi_remove_handle(multi, transfer.easy.handle)
         active[transfer.easy.handle] = nil
         transfer.finish(.failure(error))

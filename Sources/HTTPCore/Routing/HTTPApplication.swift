@@ -20,11 +20,11 @@ public final class HTTPApplication: Sendable {
         self.logger = logger
     }
 
-    /// Routes `request` through the middleware to its handler.
+    /// Routes `request` through the middleware to its handler. The request should carry this
+    /// application's logger (`Request(…, logger: application.logger)`).
     public func dispatch(_ incoming: Request) -> Outcome {
         var request = incoming
         request.id = RequestID.make(from: request.headers["X-Request-ID"])
-        request.baseLogger = logger
         do {
             for step in middleware {
                 if let early = try step.prepare(&request) { return .ready(finish(request, early)) }
@@ -60,6 +60,8 @@ public final class HTTPApplication: Sendable {
 
     /// Convenience for tests: the response, whatever kind of route answers.
     public func respond(to request: Request) async -> Response {
+        var request = request
+        request.baseLogger = logger
         switch dispatch(request) {
         case let .ready(response): return response
         case let .pending(work): return await work()

@@ -122,12 +122,13 @@ final class Connection: @unchecked Sendable {
         requestsServed += 1
         keepAliveAfterResponse = parsed.keepAlive && !server.isDraining
             && requestsServed < server.configuration.maxRequestsPerConnection
+        let application = loop.application
         var request = Request(method: parsed.method, target: parsed.target, version: parsed.version,
-                              headers: parsed.headers, body: parsed.body)
+                              headers: parsed.headers, body: parsed.body, logger: application.logger)
         request.remoteAddress = remoteAddress
         phase = .responding
         let isHead = parsed.method == "HEAD"
-        switch server.application.dispatch(request) {
+        switch application.dispatch(request) {
         case let .ready(response):
             send(response, version: parsed.version, isHead: isHead)
         case let .pending(work):

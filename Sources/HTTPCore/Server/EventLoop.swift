@@ -32,6 +32,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     private var thread: Thread?
     private let stopped = DispatchSemaphore(value: 0)
     unowned(unsafe) var server: HTTPServer!
+    /// What this loop's connections answer with (this loop's own instance).
+    let application: HTTPApplication
     /// The `Date` header value, refreshed once a second.
     private(set) var dateHeader: [UInt8] = []
     private var dateSecond = 0
@@ -39,7 +41,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     private(set) var now: Double = 0
     let scratch: UnsafeMutableRawBufferPointer
 
-    init() throws(SocketError) {
+    init(application: HTTPApplication) throws(SocketError) {
+        self.application = application
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw .makeFailed("epoll_create1") }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))

@@ -12,7 +12,10 @@ public final class HTTPServer: @unchecked Sendable {
     // @unchecked: `loops`, `listenerFD` and `port` are written once in `start()` before any
     // other thread sees them; the counters are atomics.
     public let configuration: ServerConfiguration
-    let application: HTTPApplication
+    /// Called once per I/O thread: each thread answers with its own application, so that
+    /// the objects touched on every request (router, middleware, handler contexts) are not
+    /// shared between cores, whose reference counting would contend for them.
+    let makeApplication: @Sendable () -> HTTPApplication
     let logger: Logger
     private var loops: [EventLoop] = []
     private var listenerFD: Int32 = -1
@@ -25,11 +28,18 @@ public final class HTTPServer: @unchecked Sendable {
     private let stopped = Mutex<Bool>(false)
     private let stopSignal = DispatchSemaphore(value: 0)
 
-    public init(configuration: ServerConfiguration, application: HTTPApplication,
+    /// A server whose I/O threads each answer with an application made by `makeApplication`.
+    public init(configuration: ServerConfiguration, makeApplication: @escaping @Sendable () -> HTTPApplication,
                 logger: Logger = Logger(label: "smart-bff.http")) {
         self.configuration = configuration
-        self.application = application
+        self.makeApplication = makeApplication
         self.logger = logger
+    }
+
+    /// A server whose I/O threads share one application.
+    public convenience init(configuration: ServerConfiguration, application: HTTPApplication,
+                            logger: Logger = Logger(label: "smart-bff.http")) {
+        self.init(configuration: configuration, makeApplication: { application }, logger: logger)
     }
 
     /// Binds the listener and starts the I/O threads.
@@ -38,7 +48,7 @@ public final class HTTPServer: @unchecked Sendable {
         listenerFD = fd
         port = boundPort
         for index in 0..<configuration.eventLoops {
-            let loop = try EventLoop()
+            let loop = try EventLoop(application: makeApplication())
             loop.server = self
             loops.append(loop)
             loop.startAccepting(fd)
