@@ -84,7 +84,7 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(name: "BFFTests", dependencies: ["BFF", "Sandbox", "HTTPCore", "HTTPClient", "BFFTesting", "PostgresStore", "SMART"],
                     swiftSettings: swiftSettings),
-        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "HTTPCore", "HTTPClient", "JSON", "Cryptography"],
+        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "HTTPCore", "HTTPClient", "JSON", "Cryptography", "BFFTesting"],
                     swiftSettings: swiftSettings),
     ]
 )

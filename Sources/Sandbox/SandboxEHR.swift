@@ -30,6 +30,8 @@ public final class SandboxEHR: Sendable {
         /// Advertise `authorization_response_iss_parameter_supported` and send RFC 9207 `iss`
         /// in authorization responses.
         public var issParameter = true
+        /// The ID-token signing key (PEM); nil makes a new 2048-bit key at start.
+        public var signingKeyPEM: String?
         /// Advertise the RFC 7009 `revocation_endpoint` (it answers either way).
         public var revocation = true
         /// The base URL to advertise when the sandbox sits behind a proxy (default: its own address).

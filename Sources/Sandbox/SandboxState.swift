@@ -88,7 +88,7 @@ public actor SandboxState {
         fhirDelay = options.fhirDelay
         fhirDown = options.fhirDown
         closeMidBody = options.closeMidBody
-        signingKey = try RSAPrivateKey.generate(bits: 2048)
+        signingKey = try options.signingKeyPEM.map { try RSAPrivateKey(pem: $0) } ?? RSAPrivateKey.generate(bits: 2048)
         signingKeyID = "sandbox-" + SecureRandom.token(bytes: 6)
         for client in options.clients { self.clients[client.id] = client }
     }
@@ -118,10 +118,14 @@ public actor SandboxState {
     /// The key IDs the JWKS publishes, the current signing key first.
     public var keyIDs: [String] { [signingKeyID] + retiredKeys.map(\.id) }
 
-    /// Signs with a new key from now on; the old one stays in the JWKS.
-    public func rotateSigningKey(keepOld: Bool = true) throws {
+    /// Signs with a new key from now on; the old one stays in the JWKS unless `keepOld` is
+    /// false. The key is generated on a thread of its own (seconds of CPU under load).
+    public func rotateSigningKey(keepOld: Bool = true) async throws {
+        let key = try await withCheckedThrowingContinuation { (done: CheckedContinuation<RSAPrivateKey, any Error>) in
+            Thread { done.resume(with: Result { try RSAPrivateKey.generate(bits: 2048) }) }.start()
+        }
         if keepOld { retiredKeys.append((signingKeyID, signingKey)) }
-        signingKey = try RSAPrivateKey.generate(bits: 2048)
+        signingKey = key
         signingKeyID = "sandbox-" + SecureRandom.token(bytes: 6)
     }
 

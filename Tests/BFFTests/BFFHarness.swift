@@ -29,6 +29,7 @@ final class BFFHarness: Sendable {
         let ports = (0..<instances).map { _ in PortAllocator.next() }
         var sandboxOptions = SandboxEHR.Options()
         sandboxOptions.port = 0
+        sandboxOptions.signingKeyPEM = TestKeys.sandboxSigningKeyPEM
         let redirects = ports.map { "http://127.0.0.1:\($0)/callback" }
         sandboxOptions.clients = [SandboxClient(id: "test-app", redirectURIs: redirects)]
         configure(&sandboxOptions)

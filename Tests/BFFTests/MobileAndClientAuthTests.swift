@@ -2,6 +2,7 @@ import BFF
 import Cryptography
 import Foundation
 import JSON
+import PostgresStore
 import Sandbox
 import Testing
 
@@ -74,7 +75,7 @@ struct MobileAndClientAuthTests {
             client.secret = "s3cr:et/with+chars"
             registration = { iss in IssuerRegistration(iss: iss, clientID: "confidential-app", clientSecret: Secret("s3cr:et/with+chars")) }
         case "rsa":
-            let key = try RSAPrivateKey.generate(bits: 2048)
+            let key = try await runDetached { try RSAPrivateKey.generate(bits: 2048) } // seconds of CPU: not on the pool
             client.publicKeyPEM = try key.publicKey.pem
             let pem = try key.pem
             registration = { iss in IssuerRegistration(iss: iss, clientID: "confidential-app", privateKeyPEM: Secret(pem), privateKeyID: "rsa-1") }

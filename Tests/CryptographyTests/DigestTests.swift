@@ -90,7 +90,7 @@ struct CryptoErrorTests {
 
     @Test("keys of the wrong type are refused")
     func wrongKeyTypes() throws {
-        let rsa = try RSAPrivateKey.generate(bits: 2048)
+        let rsa = TestKeys.rsa2048
         #expect(throws: CryptoError.self) { try P384PrivateKey(pem: try rsa.pem) }
         #expect(throws: CryptoError.self) { try P384PublicKey(pem: try rsa.publicKey.pem) }
         #expect(try rsa.pemString.hasPrefix("-----BEGIN PRIVATE KEY-----"))

@@ -41,7 +41,7 @@ struct SignatureTests {
 
     @Test("a signature not exactly the modulus length is refused, even with a leading zero")
     func signatureLength() throws {
-        let key = try RSAPrivateKey.generate(bits: 2048)
+        let key = TestKeys.rsa2048
         let message = Array("m".utf8)
         let good = try key.signPKCS1SHA256(message)
         #expect(key.publicKey.verifyPKCS1SHA256(signature: good, message: message))
@@ -62,7 +62,7 @@ struct SignatureTests {
         #expect(RSAKeyPolicy.violation(modulus: [0x7F] + [UInt8](repeating: 0xC5, count: 255), exponent: [1, 0, 1]) != nil) // 2047 bits
         #expect(RSAKeyPolicy.violation(modulus: [UInt8](repeating: 0xC5, count: 512), exponent: [1, 0, 1]) == nil)
         #expect(RSAKeyPolicy.violation(modulus: [1] + [UInt8](repeating: 0xC5, count: 512), exponent: [1, 0, 1]) != nil) // 4097 bits
-        #expect(RSAKeyPolicy.violation(of: try RSAPrivateKey.generate(bits: 2048).publicKey) == nil)
+        #expect(RSAKeyPolicy.violation(of: TestKeys.rsa2048.publicKey) == nil)
     }
 
     @Test("the key policy refuses a ROCA-fingerprinted modulus and not a random one")
@@ -79,12 +79,12 @@ struct SignatureTests {
         #expect(RSAKeyPolicy.violation(modulus: n, exponent: [1, 0, 1])?.contains("ROCA") == true)
         n[n.count - 1] ^= 0x04 // + 4: now 3 modulo 11, where the powers of 65537 are only 1 and 10
         #expect(RSAKeyPolicy.violation(modulus: n, exponent: [1, 0, 1]) == nil)
-        #expect(RSAKeyPolicy.violation(of: try RSAPrivateKey.generate(bits: 2048).publicKey) == nil)
+        #expect(RSAKeyPolicy.violation(of: TestKeys.rsa2048.publicKey) == nil)
     }
 
     @Test("RSA sign and verify, PEM round trip, wrong message refused")
-    func rsaRoundTrip() throws {
-        let key = try RSAPrivateKey.generate(bits: 2048)
+    func rsaRoundTrip() async throws {
+        let key = try await TestKeys.generateRSA(bits: 2048)
         let message = Array("header.payload".utf8)
         let sig256 = try key.signPKCS1SHA256(message)
         let sig384 = try key.signPKCS1SHA384(message)

@@ -39,7 +39,7 @@ struct HTTPClientFailureTests {
     func silentServerTimesOutWithinTheReadTimeout(mode: Mode) async throws {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
-            _ = connection.waitForPeerClose(seconds: 10) // never answers
+            _ = connection.waitForPeerClose(seconds: 90) // never answers
         }
         var configuration = HTTPClient.Configuration()
         configuration.readTimeout = .milliseconds(400)
@@ -51,7 +51,7 @@ struct HTTPClientFailureTests {
         let elapsed = ContinuousClock.now - started
         #expect(error?.isTimeout == true)
         #expect(elapsed >= .milliseconds(380))
-        #expect(elapsed < .seconds(8)) // 0.4 s configured; room for a loaded machine
+        #expect(elapsed < .seconds(45)) // 0.4 s configured; only 'no hang' here: a loaded machine can stall seconds
     }
 
     @Test(arguments: Mode.allCases)
@@ -59,7 +59,7 @@ struct HTTPClientFailureTests {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
-            _ = connection.waitForPeerClose(seconds: 10)
+            _ = connection.waitForPeerClose(seconds: 90)
         }
         var configuration = HTTPClient.Configuration()
         configuration.readTimeout = .milliseconds(400)
@@ -69,7 +69,7 @@ struct HTTPClientFailureTests {
             try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode)
         }
         #expect(error?.isTimeout == true)
-        #expect(ContinuousClock.now - started < .seconds(8)) // 0.4 s configured; room for a loaded machine
+        #expect(ContinuousClock.now - started < .seconds(45)) // 0.4 s configured; 'no hang', as above
     }
 
     @Test(arguments: Mode.allCases)
@@ -152,7 +152,7 @@ struct HTTPClientFailureTests {
     @Test func cancellingTheTaskCancelsTheRequest() async throws {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
-            _ = connection.waitForPeerClose(seconds: 10)
+            _ = connection.waitForPeerClose(seconds: 90)
         }
         let client = HTTPClient()
         let request = Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/")) }
@@ -161,7 +161,7 @@ struct HTTPClientFailureTests {
         request.cancel()
         let error = await #expect(throws: HTTPClientError.self) { try await request.value }
         #expect(error?.isCancelled == true)
-        #expect(ContinuousClock.now - started < .seconds(6)) // the server would hold it 10 s
+        #expect(ContinuousClock.now - started < .seconds(45)) // the server would hold it 90 s
     }
 
     @Test func anAlreadyCancelledTaskSendsNothing() async throws {

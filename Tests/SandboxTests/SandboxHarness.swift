@@ -1,3 +1,4 @@
+import BFFTesting
 import Cryptography
 import Foundation
 import HTTPClient
@@ -30,6 +31,7 @@ struct SandboxHarness: Sendable {
         let rsaKey = try SandboxHarness.clientRSAKey.get(), ecKey = try SandboxHarness.clientECKey.get()
         var options = SandboxEHR.Options()
         options.port = 0
+        options.signingKeyPEM = TestKeys.sandboxSigningKeyPEM
         let redirects = [redirectURI, "http://app.example/other"]
         options.clients = [
             SandboxClient(id: "public-app", redirectURIs: redirects),

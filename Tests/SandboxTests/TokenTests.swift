@@ -144,7 +144,7 @@ struct TokenTests {
             case "expired": try h.assertion(client: "rs-app", algorithm: "RS384", expiresIn: -10)
             case "exp-too-far": try h.assertion(client: "rs-app", algorithm: "RS384", expiresIn: 600)
             case "sub-differs": try h.assertion(client: "rs-app", algorithm: "RS384", subject: "es-app")
-            case "other-key": try h.assertion(client: "rs-app", algorithm: "RS384", rsaKey: try RSAPrivateKey.generate(bits: 2048))
+            case "other-key": try h.assertion(client: "rs-app", algorithm: "RS384", rsaKey: try RSAPrivateKey(pem: ClientKeyFixture.otherRSAPEM))
             case "alg-RS256": try h.assertion(client: "rs-app", algorithm: "RS256")
             default: try h.assertion(client: "rs-app", algorithm: "RS384")
             }

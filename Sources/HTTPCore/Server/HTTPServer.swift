@@ -79,8 +79,10 @@ public final class HTTPServer: @unchecked Sendable {
                 loop.stop()
             }
         }
+        // Blocking waits on threads of their own, never on the Dispatch global queue, whose
+        // threads other blocking work (database connects) may all be holding.
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [loops] in
+            Thread.detachNewThread { [loops] in
                 for loop in loops { loop.waitUntilStopped() }
                 done.resume()
             }
@@ -95,7 +97,7 @@ public final class HTTPServer: @unchecked Sendable {
     public func waitUntilStopped() async {
         if stopped.withLock({ $0 }) { return }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [self] in
+            Thread.detachNewThread { [self] in
                 stopSignal.wait()
                 stopSignal.signal()
                 done.resume()

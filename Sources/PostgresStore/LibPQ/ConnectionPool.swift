@@ -217,10 +217,9 @@ public final class ConnectionPool: Sendable {
 
     private func connect() async throws -> PostgresConnection {
         let url = self.url, seconds = configuration.connectTimeoutSeconds
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { () throws(PostgresError) in try PostgresConnection(url: url, connectTimeoutSeconds: seconds) })
-            }
-        }
+        // A thread of its own: PQconnectdb blocks up to the connect timeout, and on Linux a
+        // blocked Dispatch global-queue thread is not replaced, so connects to a database
+        // that is down held up every other user of the global queue for seconds.
+        return try await runDetached { () throws(PostgresError) in try PostgresConnection(url: url, connectTimeoutSeconds: seconds) }
     }
 }
