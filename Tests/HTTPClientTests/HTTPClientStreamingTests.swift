@@ -8,6 +8,24 @@ struct HTTPClientStreamingTests {
     /// Byte `i` of the test bodies.
     static func pattern(_ i: Int) -> UInt8 { UInt8(truncatingIfNeeded: i % 251) }
     static func patternBytes(_ range: Range<Int>) -> [UInt8] { range.map(pattern) }
+    /// The first `count` bytes of the pattern, built from whole periods: cheap in a debug build.
+    static func patternBody(_ count: Int) -> [UInt8] {
+        let period = patternBytes(0..<251)
+        var body: [UInt8] = []
+        body.reserveCapacity(count + period.count)
+        while body.count < count { body += period }
+        body.removeLast(body.count - count)
+        return body
+    }
+
+    /// True if `chunk` equals `expected` at `offset`. One memcmp: a byte-by-byte loop over
+    /// megabytes in a debug build holds a thread of the concurrency pool (two threads on a
+    /// two-core machine) for a second or more, which stalls every other test in the process.
+    static func matches(_ chunk: [UInt8], _ expected: [UInt8], at offset: Int) -> Bool {
+        guard offset + chunk.count <= expected.count else { return false }
+        guard !chunk.isEmpty else { return true }
+        return chunk.withUnsafeBytes { c in expected.withUnsafeBytes { e in memcmp(c.baseAddress!, e.baseAddress! + offset, c.count) == 0 } }
+    }
 
     @Test func headArrivesBeforeTheBodyIsSent() async throws {
         let gate = Gate()
@@ -30,18 +48,19 @@ struct HTTPClientStreamingTests {
 
     @Test func twoMegabyteBodyArrivesInSmallPiecesWhileStillBeingSent() async throws {
         let size = 2 << 20, firstPart = 64 << 10
+        let body = Self.patternBody(size)
         let gate = Gate()
         let gateTimedOut = Gate()
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n\r\n")
-            connection.write(Self.patternBytes(0..<firstPart))
+            connection.write(Array(body[0..<firstPart]))
             // The rest goes only once the client has consumed a piece.
             if !gate.wait(seconds: 30) { gateTimedOut.open() } // generous, as above
             var offset = firstPart
             while offset < size {
                 let end = min(size, offset + 100_000)
-                guard connection.write(Self.patternBytes(offset..<end)) else { return }
+                guard connection.write(Array(body[offset..<end])) else { return }
                 offset = end
             }
         }
@@ -51,7 +70,7 @@ struct HTTPClientStreamingTests {
         var received = 0, pieces = 0, largest = 0, intact = true
         for try await chunk in response.body {
             if pieces == 0 { gate.open() }
-            for (i, byte) in chunk.enumerated() where byte != Self.pattern(received + i) { intact = false; break }
+            if !Self.matches(chunk, body, at: received) { intact = false }
             received += chunk.count
             pieces += 1
             largest = max(largest, chunk.count)
@@ -100,8 +119,10 @@ struct HTTPClientStreamingTests {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n")
-            connection.write([UInt8](repeating: 1, count: 4 << 20))
-            if connection.waitForPeerClose(seconds: 30) { peerClosed.open() }
+            connection.write([UInt8](repeating: 1, count: 4 << 20)) // ends early once the client closes
+            // Until the client closes: the wait starts when the writing ends, which says
+            // nothing about when the test's task gets to drop the body.
+            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() }
         }
         let client = HTTPClient()
         do {
@@ -109,29 +130,38 @@ struct HTTPClientStreamingTests {
             var iterator = response.body.makeAsyncIterator()
             _ = try await iterator.next()
         } // the body stream goes here
-        for _ in 0..<300 where !peerClosed.isOpen { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(peerClosed.isOpen)
+        #expect(await peerClosed.opened(within: 60), "the upstream connection stayed open after the body was dropped")
+        // Neither goes before the check: a client that shut down, or a server that closed
+        // its end, would also end the connection.
+        withExtendedLifetime(client) {}
+        #expect(server.connectionCount == 1)
     }
 
     @Test func cancellingTheConsumingTaskEndsTheBodyWithCancelled() async throws {
+        let firstPiece = Gate()
+        let peerClosed = Gate()
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
-            _ = connection.waitForPeerClose(seconds: 90)
+            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() } // the rest never comes
         }
         let client = HTTPClient()
         let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/"))
-        let body = response.body
+        let body = response.body // kept to the end: the cancellation, not a drop, must end the transfer
         let consumer = Task { () throws -> Int in
             var n = 0
-            for try await chunk in body { n += chunk.count }
+            for try await chunk in body {
+                n += chunk.count
+                firstPiece.open()
+            }
             return n
         }
-        try await Task.sleep(for: .milliseconds(200))
-        let started = ContinuousClock.now
-        consumer.cancel()
+        #expect(await firstPiece.opened(within: 60))
+        consumer.cancel() // the consumer waits for more, or is about to
         let error = await #expect(throws: HTTPClientError.self) { try await consumer.value }
+        // Only the cancellation ends it early: otherwise the 30 s read timeout would (isTimeout).
         #expect(error?.isCancelled == true)
-        #expect(ContinuousClock.now - started < .seconds(45)) // the server would hold it 90 s
+        #expect(await peerClosed.opened(within: 60), "the cancelled transfer's connection stayed open")
+        withExtendedLifetime((client, body)) {}
     }
 }

@@ -182,10 +182,24 @@ final class Gate: Sendable {
     private let opened = Atomic(false)
     func open() { opened.store(true, ordering: .releasing) }
     var isOpen: Bool { opened.load(ordering: .acquiring) }
-    /// True if the gate opened within `seconds`.
+    /// True if the gate opened within `seconds`. Blocks the calling thread: for script
+    /// threads only (a test awaits `opened(within:)`).
     func wait(seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while !isOpen && Date() < deadline { usleep(1000) }
+        return isOpen
+    }
+}
+
+extension Gate {
+    /// For the test's side: waits until the gate opens, sleeping between looks so that no
+    /// thread of the concurrency pool is held; false if `seconds` pass first (a 'no hang'
+    /// limit only: nothing is measured with it).
+    func opened(within seconds: Double) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while !isOpen && ContinuousClock.now < deadline {
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { break }
+        }
         return isOpen
     }
 }
