@@ -23,7 +23,7 @@ wait_for_port $BFF_PORT; wait_for_port $NGINX_PORT
 NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 if [ -n "${PERF_DATA:-}" ]; then
   perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
-  wrk_run "http://127.0.0.1:$BFF_PORT/healthz" 64 "$SECS" >/dev/null; wait $perf_pid
+  wrk_run "http://127.0.0.1:$BFF_PORT/healthz" "${PERF_CONNS:-64}" "$SECS" >/dev/null; wait $perf_pid
 fi
 
 for conns in 64 256; do
