@@ -47,17 +47,7 @@ public final class HTTPClient: Sendable {
     /// Sends `request` and returns the response with its whole body (at most
     /// `maxResponseBodyBytes`). Cancelling the task cancels the request.
     public func execute(_ request: HTTPClientRequest) async throws(HTTPClientError) -> HTTPClientResponse {
-        let engine = self.engine
-        let transfer = try engine.makeTransfer(request, configuration: configuration, streaming: false)
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                transfer.delivery = .buffered(continuation)
-                engine.submit(transfer)
-            }
-        } onCancel: {
-            engine.cancel(transfer)
-        }
-        return try result.get()
+        try await send(request, streaming: false) { .buffered($0) }
     }
 
     /// Sends `request` and returns once the final response head has arrived (at the end of
@@ -66,11 +56,19 @@ public final class HTTPClient: Sendable {
     /// truncated body ends). Cancelling the task before the head arrives cancels the request;
     /// afterwards, cancel through the body stream (or drop it).
     public func stream(_ request: HTTPClientRequest) async throws(HTTPClientError) -> HTTPClientStreamingResponse {
+        try await send(request, streaming: true) { .streaming($0) }
+    }
+
+    /// Submits a transfer whose result `delivery` routes to this call; cancelling the task
+    /// cancels the transfer.
+    private func send<Result>(_ request: HTTPClientRequest, streaming: Bool,
+                              delivery: @escaping (CheckedContinuation<Swift.Result<Result, HTTPClientError>, Never>) -> CurlTransfer.Delivery)
+        async throws(HTTPClientError) -> Result {
         let engine = self.engine
-        let transfer = try engine.makeTransfer(request, configuration: configuration, streaming: true)
+        let transfer = try engine.makeTransfer(request, configuration: configuration, streaming: streaming)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                transfer.delivery = .streaming(continuation)
+                transfer.delivery = delivery(continuation)
                 engine.submit(transfer)
             }
         } onCancel: {

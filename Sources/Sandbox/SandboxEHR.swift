@@ -76,10 +76,9 @@ public final class SandboxEHR: Sendable {
     /// Starts the sandbox on its own HTTP server; it serves until `shutdown()`.
     /// - Throws: when the address cannot be bound or the signing key cannot be made.
     public static func start(options: Options = Options(), logger: Logger = Logger(label: "smart-bff.sandbox")) async throws -> SandboxEHR {
-        // Generating the RSA signing key is CPU work: keep it off the concurrency pool.
-        let state = try await withCheckedThrowingContinuation { (done: CheckedContinuation<SandboxState, any Error>) in
-            Thread { done.resume(with: Result { try SandboxState(options: options) }) }.start()
-        }
+        let key: RSAPrivateKey
+        if let pem = options.signingKeyPEM { key = try RSAPrivateKey(pem: pem) } else { key = try await SandboxState.generateSigningKey() }
+        let state = SandboxState(options: options, signingKey: key)
         var configuration = ServerConfiguration()
         configuration.host = options.host
         configuration.port = options.port

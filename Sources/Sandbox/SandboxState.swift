@@ -79,7 +79,7 @@ public actor SandboxState {
     /// The last 100 of those requests, oldest first.
     public private(set) var recentFHIRRequests: [ReceivedRequest] = []
 
-    init(options: SandboxEHR.Options) throws {
+    init(options: SandboxEHR.Options, signingKey: RSAPrivateKey) {
         accessTokenLifetime = options.accessTokenLifetime
         codeLifetime = options.codeLifetime
         rotateRefreshTokens = options.rotateRefreshTokens
@@ -88,7 +88,7 @@ public actor SandboxState {
         fhirDelay = options.fhirDelay
         fhirDown = options.fhirDown
         closeMidBody = options.closeMidBody
-        signingKey = try options.signingKeyPEM.map { try RSAPrivateKey(pem: $0) } ?? RSAPrivateKey.generate(bits: 2048)
+        self.signingKey = signingKey
         signingKeyID = "sandbox-" + SecureRandom.token(bytes: 6)
         for client in options.clients { self.clients[client.id] = client }
     }
@@ -118,15 +118,20 @@ public actor SandboxState {
     /// The key IDs the JWKS publishes, the current signing key first.
     public var keyIDs: [String] { [signingKeyID] + retiredKeys.map(\.id) }
 
-    /// Signs with a new key from now on; the old one stays in the JWKS unless `keepOld` is
-    /// false. The key is generated on a thread of its own (seconds of CPU under load).
+    /// Signs with a new key from now on; the old one stays in the JWKS unless `keepOld` is false.
     public func rotateSigningKey(keepOld: Bool = true) async throws {
-        let key = try await withCheckedThrowingContinuation { (done: CheckedContinuation<RSAPrivateKey, any Error>) in
-            Thread { done.resume(with: Result { try RSAPrivateKey.generate(bits: 2048) }) }.start()
-        }
+        let key = try await SandboxState.generateSigningKey()
         if keepOld { retiredKeys.append((signingKeyID, signingKey)) }
         signingKey = key
         signingKeyID = "sandbox-" + SecureRandom.token(bytes: 6)
+    }
+
+    /// A new 2048-bit signing key, made on a thread of its own: seconds of CPU under load,
+    /// which must not hold a thread of the concurrency pool.
+    static func generateSigningKey() async throws -> RSAPrivateKey {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<RSAPrivateKey, any Error>) in
+            Thread { done.resume(with: Result { try RSAPrivateKey.generate(bits: 2048) }) }.start()
+        }
     }
 
     /// Expires every access token now (refresh tokens stay valid).

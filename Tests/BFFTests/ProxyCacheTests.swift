@@ -1,4 +1,5 @@
 import Foundation
+import Sandbox
 import Testing
 
 /// The FHIR proxy's short-lived session cache (`BFF_PROXY_CACHE_SECONDS`) must never let a
@@ -11,6 +12,15 @@ struct ProxyCacheTests {
         let browser = Browser(client: h.client)
         browser.setCookie("bff_session", cookie)
         return try await browser.api("http://127.0.0.1:\(h.bffs[index].port)/fhir/Patient/pat-1", launch: launch).status
+    }
+
+    /// A harness with a standalone login done through instance 0: its cookie and launch.
+    private func loggedIn(instances: Int, proxyCacheSeconds: Int = 2,
+                          sandbox: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> (BFFHarness, Browser, String, String?) {
+        let h = try await BFFHarness.start(instances: instances, proxyCacheSeconds: proxyCacheSeconds, sandbox: sandbox)
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        return (h, browser, try #require(browser.cookieValues["bff_session"]), launch)
     }
 
     /// Seconds until reads through instance `index` are refused, polling; nil if they never
@@ -26,11 +36,8 @@ struct ProxyCacheTests {
 
     @Test("logout: the instance that logged out refuses at once; an EHR that revokes makes the other refuse at once too")
     func logoutWithRevocation() async throws {
-        let h = try await BFFHarness.start(instances: 2)
+        let (h, browser, cookie, launch) = try await loggedIn(instances: 2)
         defer { Task { await h.stop() } }
-        let browser = Browser(client: h.client)
-        let (_, launch) = try await h.standaloneLogin(browser)
-        let cookie = try #require(browser.cookieValues["bff_session"])
         #expect(try await read(h, 0, cookie: cookie, launch: launch) == 200) // both instances now hold it
         #expect(try await read(h, 1, cookie: cookie, launch: launch) == 200)
         #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
@@ -42,11 +49,8 @@ struct ProxyCacheTests {
     @Test("logout with an EHR that does not revoke: the other instance refuses within BFF_PROXY_CACHE_SECONDS, at once with 0")
     func logoutWithoutRevocation() async throws {
         for cacheSeconds in [2, 0] {
-            let h = try await BFFHarness.start(instances: 2, proxyCacheSeconds: cacheSeconds) { $0.revocation = false }
+            let (h, browser, cookie, launch) = try await loggedIn(instances: 2, proxyCacheSeconds: cacheSeconds) { $0.revocation = false }
             defer { Task { await h.stop() } }
-            let browser = Browser(client: h.client)
-            let (_, launch) = try await h.standaloneLogin(browser)
-            let cookie = try #require(browser.cookieValues["bff_session"])
             #expect(try await read(h, 0, cookie: cookie, launch: launch) == 200) // both instances now hold it
             #expect(try await read(h, 1, cookie: cookie, launch: launch) == 200)
             #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
@@ -76,11 +80,8 @@ struct ProxyCacheTests {
 
     @Test("a refresh on one instance: the other's cached access token is replaced after the EHR refuses it, with no second refresh")
     func refreshElsewhere() async throws {
-        let h = try await BFFHarness.start(instances: 2)
+        let (h, _, cookie, launch) = try await loggedIn(instances: 2)
         defer { Task { await h.stop() } }
-        let browser = Browser(client: h.client)
-        let (_, launch) = try await h.standaloneLogin(browser)
-        let cookie = try #require(browser.cookieValues["bff_session"])
         #expect(try await read(h, 1, cookie: cookie, launch: launch) == 200) // instance 1 caches the first token
         await h.sandbox.state.expireAccessTokens()
         await h.sandbox.state.resetCounters()

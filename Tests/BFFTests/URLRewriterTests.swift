@@ -48,4 +48,13 @@ struct URLRewriterTests {
         #expect(URLRewriter.rewrite(url: "https://elsewhere.example/x", from: Self.base, to: Self.publicBase) == "https://elsewhere.example/x")
         #expect(URLRewriter.rewrite(url: Self.base + "x/Patient/1", from: Self.base, to: Self.publicBase) == Self.base + "x/Patient/1")
     }
+
+    @Test("JSON bodies (any case, with parameters) are rewritten; others pass untouched")
+    func whichBodies() {
+        #expect(FHIRProxy.isJSON("application/fhir+json; charset=utf-8"))
+        #expect(FHIRProxy.isJSON("APPLICATION/JSON"))
+        #expect(!FHIRProxy.isJSON("application/fhir+xml"))
+        #expect(!FHIRProxy.isJSON("text/html"))
+        #expect(!FHIRProxy.isJSON(""))
+    }
 }

@@ -126,15 +126,9 @@ struct FHIRProxy: Sendable {
     }
 
     /// Whether a Content-Type is JSON (`application/fhir+json`, `application/json`, ...),
-    /// whose URLs are rewritten. A byte scan: Foundation's `contains` showed in profiles.
+    /// whose URLs are rewritten. (Foundation's `String.contains` showed in profiles.)
     static func isJSON(_ contentType: String) -> Bool {
-        let json = Array("json".utf8)
-        let bytes = Array(contentType.utf8)
-        guard bytes.count >= json.count else { return false }
-        for start in 0...(bytes.count - json.count) where (0..<json.count).allSatisfy({ bytes[start + $0] | 0x20 == json[$0] }) {
-            return true
-        }
-        return false
+        contentType.lowercased().utf8.firstRange(of: "json".utf8) != nil
     }
 
     /// Records the PHI access audit entry once the body is through.
