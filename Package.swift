@@ -5,7 +5,7 @@
 // Layers point one way (nothing imports upward):
 //   BFFServer → BFF → {HTTPCore, HTTPClient, SMART, JWTVerification, Sessions, PostgresStore, Cryptography}
 //   SMART → {JWTVerification, HTTPClient, Cryptography}; JWTVerification → Cryptography → COpenSSL
-//   PostgresStore → {Sessions, Cryptography, CLibPQ}; HTTPClient → CCurl; Sandbox → {HTTPCore, JWTVerification}
+//   PostgresStore → {Sessions, Cryptography, CLibPQ}; HTTPClient → {CCurl, HTTPCore (its event loops)}; Sandbox → {HTTPCore, JWTVerification}
 // Dependencies: swift-argument-parser (the ecosystem's command-line parser) and swift-log
 // (the ecosystem's logging API). Everything else is our own code over libc, libpq, OpenSSL and libcurl.
 import PackageDescription
@@ -36,7 +36,7 @@ let package = Package(
                 dependencies: ["JSON", "CLinux", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "HTTPClient",
-                dependencies: ["CCurl"],
+                dependencies: ["CCurl", "CLinux", "HTTPCore"],
                 swiftSettings: swiftSettings),
         .target(name: "Cryptography",
                 dependencies: ["COpenSSL"],

@@ -13,6 +13,10 @@ static inline CURLcode bff_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { ret
 static inline CURLcode bff_curl_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
 
 static inline CURLMcode bff_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+static inline CURLMcode bff_curl_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }
+/* The multi-socket interface: libcurl says which descriptors to watch and when to call back. */
+static inline CURLMcode bff_curl_multi_setopt_socketfunction(CURLM *m, int (*f)(CURL *, curl_socket_t, int, void *, void *)) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, f); }
+static inline CURLMcode bff_curl_multi_setopt_timerfunction(CURLM *m, int (*f)(CURLM *, long, void *)) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, f); }
 
 /* CURLMsg.data is a union; this reads a finished transfer's handle and result. */
 static inline int bff_curl_msg_done(CURLMsg *m, CURL **easy, CURLcode *result) {
@@ -25,4 +29,5 @@ static inline int bff_curl_msg_done(CURLMsg *m, CURL **easy, CURLcode *result) {
 /* Macros Swift does not import. */
 static const size_t bff_curl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
 static const int bff_curlpause_cont = CURLPAUSE_CONT;
+static const curl_socket_t bff_curl_socket_timeout = CURL_SOCKET_TIMEOUT;
 #endif

@@ -1,7 +1,7 @@
 import Synchronization
 
-/// The hand-over point between the engine thread (which delivers body pieces) and the
-/// consumer of an `HTTPBodyStream`. All state sits behind one mutex.
+/// The hand-over point between the loop thread of the transfer (which delivers body pieces)
+/// and the consumer of an `HTTPBodyStream`. All state sits behind one mutex.
 final class BodyBuffer: Sendable {
     /// Bytes buffered ahead of the consumer before reading from the upstream pauses.
     static let highWater = 1 << 20
@@ -13,12 +13,12 @@ final class BodyBuffer: Sendable {
         var buffered = 0
         var end: Result<Void, HTTPClientError>?
         var waiter: CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?
-        /// The engine was told to pause and has not been asked to resume yet.
+        /// libcurl was told to pause and has not been asked to resume yet.
         var paused = false
     }
 
     private let state = Mutex(State())
-    /// Ask the engine to resume a paused transfer / to stop it. Set by the engine.
+    /// Ask the multi handle to resume a paused transfer / to stop it.
     private let resumeTransfer: @Sendable () -> Void
     private let cancelTransfer: @Sendable () -> Void
 
@@ -27,7 +27,7 @@ final class BodyBuffer: Sendable {
         cancelTransfer = cancel
     }
 
-    /// Engine thread: a piece of body. Returns false when the transfer must pause; the piece
+    /// Loop thread: a piece of body. Returns false when the transfer must pause; the piece
     /// is then not kept (libcurl hands it over again after the pause).
     func deliver(_ bytes: UnsafeRawBufferPointer) -> Bool {
         enum Outcome { case handOver(CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>), kept, pause }
@@ -53,7 +53,7 @@ final class BodyBuffer: Sendable {
         }
     }
 
-    /// Engine thread: the transfer ended, successfully or not.
+    /// Loop thread: the transfer ended, successfully or not.
     func finish(_ end: Result<Void, HTTPClientError>) {
         let waiter = state.withLock { s in
             guard s.end == nil else { return CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?.none }

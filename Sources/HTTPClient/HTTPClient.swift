@@ -1,3 +1,5 @@
+import HTTPCore
+
 /// smart-bff's outbound HTTP client, over libcurl.
 ///
 /// - Connections to each upstream are pooled and kept alive between requests.
@@ -6,8 +8,10 @@
 /// - Only `http` and `https` URLs are accepted.
 /// - A body that ends before its declared end (Content-Length not reached, chunked
 ///   encoding not terminated) is an error (`isTruncated`), never a short success.
-/// - Blocking work never runs on the Swift concurrency pool: one dedicated thread per client
-///   drives every transfer through a libcurl multi handle.
+/// - Blocking work never runs on the Swift concurrency pool: the client's own I/O thread
+///   drives every transfer through a libcurl multi handle, with libcurl's sockets and
+///   timers in an epoll set (the multi-socket interface), so each wake-up touches only the
+///   sockets that are ready.
 ///
 /// libcurl honours the standard proxy environment variables (`https_proxy`, `no_proxy`, ...).
 /// Plain sockets never raise SIGPIPE; over TLS the process should ignore SIGPIPE, as
@@ -34,15 +38,29 @@ public final class HTTPClient: Sendable {
     }
 
     public let configuration: Configuration
-    private let engine: CurlEngine
+    /// The client's I/O thread: an epoll set with libcurl's sockets and timers.
+    private let loop: EventLoop
+    private let multi: CurlMulti
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        engine = CurlEngine(configuration: configuration)
+        do {
+            loop = try EventLoop(application: nil)
+        } catch {
+            fatalError("HTTPClient: cannot create its I/O thread: \(error)")
+        }
+        multi = CurlMulti(loop: loop, configuration: configuration) // before the loop starts
+        loop.start(name: "http-client")
     }
 
     /// Stops the client's thread; requests still in flight fail with `isCancelled`.
-    deinit { engine.send(.stop) }
+    deinit {
+        let (loop, multi) = (self.loop, self.multi)
+        loop.execute {
+            multi.close()
+            loop.stop()
+        }
+    }
 
     /// Sends `request` and returns the response with its whole body (at most
     /// `maxResponseBodyBytes`). Cancelling the task cancels the request.
@@ -51,7 +69,7 @@ public final class HTTPClient: Sendable {
     }
 
     /// Sends `request` and returns once the final response head has arrived (at the end of
-    /// the engine's pass that read it, so a small response comes with its body); the body
+    /// libcurl's action that read it, so a small response comes with its body); the body
     /// follows through `response.body` (see `HTTPBodyStream` for backpressure and how a
     /// truncated body ends). Cancelling the task before the head arrives cancels the request;
     /// afterwards, cancel through the body stream (or drop it).
@@ -64,15 +82,15 @@ public final class HTTPClient: Sendable {
     private func send<Result>(_ request: HTTPClientRequest, streaming: Bool,
                               delivery: @escaping (CheckedContinuation<Swift.Result<Result, HTTPClientError>, Never>) -> CurlTransfer.Delivery)
         async throws(HTTPClientError) -> Result {
-        let engine = self.engine
-        let transfer = try engine.makeTransfer(request, configuration: configuration, streaming: streaming)
+        let multi = self.multi
+        let transfer = try multi.makeTransfer(request, configuration: configuration, streaming: streaming)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 transfer.delivery = delivery(continuation)
-                engine.submit(transfer)
+                multi.submit(transfer)
             }
         } onCancel: {
-            engine.cancel(transfer)
+            multi.cancel(transfer)
         }
         return try result.get()
     }

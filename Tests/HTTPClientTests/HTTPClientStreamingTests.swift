@@ -164,4 +164,22 @@ struct HTTPClientStreamingTests {
         #expect(await peerClosed.opened(within: 60), "the cancelled transfer's connection stayed open")
         withExtendedLifetime((client, body)) {}
     }
+
+    @Test func droppingTheClientEndsBodiesStillArrivingWithCancelled() async throws {
+        let peerClosed = Gate()
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() } // the rest never comes
+        }
+        var client: HTTPClient? = HTTPClient()
+        let response = try await client!.stream(HTTPClientRequest(url: server.baseURL + "/"))
+        var iterator = response.body.makeAsyncIterator()
+        #expect(try await iterator.next() == Array("0123456789".utf8))
+        client = nil // the client's thread stops; the transfer must not hang on it
+        let error = await #expect(throws: HTTPClientError.self) { try await iterator.next() }
+        // Only the shutdown ends it early: otherwise the 30 s read timeout would (isTimeout).
+        #expect(error?.isCancelled == true)
+        #expect(await peerClosed.opened(within: 60), "the upstream connection stayed open after the client went")
+    }
 }

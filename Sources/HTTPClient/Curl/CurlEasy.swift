@@ -3,8 +3,9 @@ import Synchronization
 
 /// Owns one libcurl easy handle (`CURL *`) and its error buffer, and frees both in deinit.
 ///
-/// Used by one thread at a time: the task that configures it for a request, then the engine
-/// thread while the request runs (the engine's inbox mutex orders the hand-over), hence
+/// Used by one thread at a time: the task that configures it for a request, then the loop
+/// thread of its multi handle while the request runs (posting to the loop orders the
+/// hand-over), hence
 /// `@unchecked Sendable`.
 final class CurlEasy: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer

@@ -4,9 +4,9 @@ import Synchronization
 /// One request in flight. It borrows an easy handle from the pool and owns what the handle's
 /// options point at (header list, request body) until it goes.
 ///
-/// The calling task builds it and sets `delivery`; from `CurlEngine.submit` on, only the
-/// engine thread touches it (the inbox mutex orders the hand-over), except for
-/// `cancelRequested`, which is atomic. Hence `@unchecked Sendable`.
+/// The calling task builds it and sets `delivery`; from `CurlMulti.submit` on, only the
+/// multi handle's loop thread touches it (the submit runs on that thread, or is posted to it),
+/// except for `cancelRequested`, which is atomic. Hence `@unchecked Sendable`.
 final class CurlTransfer: @unchecked Sendable {
     enum Delivery {
         case buffered(CheckedContinuation<Result<HTTPClientResponse, HTTPClientError>, Never>)
@@ -18,13 +18,16 @@ final class CurlTransfer: @unchecked Sendable {
     var delivery: Delivery?
     /// Streaming only: the body's hand-over buffer.
     private(set) var bodyBuffer: BodyBuffer?
-    /// Set by the caller's cancellation handler; the engine checks it when adding.
+    /// Set by the caller's cancellation handler; the multi handle checks it when adding.
     let cancelRequested = Atomic(false)
+    /// Streaming only: the multi handle told when the head is complete. It holds the
+    /// transfer while it runs, and the head completes only inside its actions.
+    private unowned(unsafe) var multi: CurlMulti?
 
-    // Engine thread only.
+    // Loop thread only.
     /// libcurl was told to pause (the consumer is behind).
     var paused = false
-    /// Streaming: the final head is complete and waits for the end of the engine's pass.
+    /// Streaming: the final head is complete and waits for the end of libcurl's action.
     private(set) var headReady = false
     /// Monotonic nanoseconds after which, without new data, the transfer times out.
     var deadline: UInt64 = 0
@@ -65,10 +68,11 @@ final class CurlTransfer: @unchecked Sendable {
         requestBody?.deallocate()
     }
 
-    /// Streaming only: the buffer the body goes through, with the engine commands it sends.
-    func makeBodyBuffer(engine: CurlEngine) {
-        bodyBuffer = BodyBuffer(resume: { [weak self] in if let self { engine.send(.resume(self)) } },
-                                cancel: { [weak self] in if let self { engine.cancel(self) } })
+    /// Streaming only: the buffer the body goes through, with the requests it makes of `multi`.
+    func makeBodyBuffer(multi: CurlMulti) {
+        self.multi = multi
+        bodyBuffer = BodyBuffer(resume: { [weak self] in if let self { multi.resume(self) } },
+                                cancel: { [weak self] in if let self { multi.cancel(self) } })
     }
 
     private func configure(_ request: HTTPClientRequest, _ configuration: HTTPClient.Configuration) {
@@ -106,7 +110,7 @@ final class CurlTransfer: @unchecked Sendable {
             bff_curl_setopt_long(h, CURLOPT_POSTFIELDSIZE, 0)
             bff_curl_setopt_ptr(h, CURLOPT_POSTFIELDS, "")
         }
-        let me = Unmanaged.passUnretained(self).toOpaque() // valid while the engine holds the transfer
+        let me = Unmanaged.passUnretained(self).toOpaque() // valid while the multi handle holds the transfer
         bff_curl_setopt_callback(h, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
         bff_curl_setopt_ptr(h, CURLOPT_HEADERDATA, me)
         bff_curl_setopt_callback(h, CURLOPT_WRITEFUNCTION, curlWriteCallback)
@@ -115,14 +119,14 @@ final class CurlTransfer: @unchecked Sendable {
         bff_curl_setopt_ptr(h, CURLOPT_PREREQDATA, me)
     }
 
-    /// Engine thread: the transfer is (again) receiving; the read timeout restarts.
+    /// Loop thread: the transfer is (again) receiving; the read timeout restarts.
     func touch() { deadline = monotonicNanoseconds() + readTimeout }
 
-    /// Engine thread: the deadline while connecting (or waiting for a connection): the
+    /// Loop thread: the deadline while connecting (or waiting for a connection): the
     /// connect timeout, then the read timeout. libcurl enforces the first on its own.
     func startClock(connectTimeout: UInt64) { deadline = monotonicNanoseconds() + connectTimeout + readTimeout }
 
-    /// Engine thread: one header line from libcurl.
+    /// Loop thread: one header line from libcurl.
     fileprivate func headerLine(_ line: UnsafeRawBufferPointer) {
         touch()
         if head.consume(line) { headComplete() }
@@ -130,16 +134,17 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func headComplete() {
         if case .streaming = delivery, bodyBuffer != nil {
-            headReady = true // handed over after this pass of the engine: see deliverHeadIfReady
+            headReady = true // handed over once libcurl's action returns: see deliverHeadIfReady
+            multi?.headReady(self)
         } else if let length = head.contentLength, length <= maxBodyBytes {
             body.reserveCapacity(length)
         }
     }
 
-    /// Engine thread, after each pass over the transfers: hands a completed streaming head to
-    /// the caller. Waiting for the end of the pass means that a small response that arrived
-    /// whole is handed over whole (head, body and end at once), with one wake-up of the
-    /// caller instead of one per piece.
+    /// Loop thread, after each libcurl action: hands a completed streaming head to the caller.
+    /// Waiting for the end of the action means that a small response that arrived whole is
+    /// handed over whole (head, body and end at once), with one resumption of the caller
+    /// instead of one per piece.
     func deliverHeadIfReady() {
         guard headReady, case let .streaming(continuation) = delivery, let bodyBuffer else { return }
         headReady = false
@@ -148,7 +153,7 @@ final class CurlTransfer: @unchecked Sendable {
             HTTPClientStreamingResponse(status: head.status, headers: head.headers, body: HTTPBodyStream(buffer: bodyBuffer))))
     }
 
-    /// Engine thread: a piece of body. Returns how many bytes were taken, or the pause signal.
+    /// Loop thread: a piece of body. Returns how many bytes were taken, or the pause signal.
     fileprivate func bodyBytes(_ bytes: UnsafeRawBufferPointer) -> Int {
         touch()
         if let bodyBuffer {
@@ -165,7 +170,7 @@ final class CurlTransfer: @unchecked Sendable {
         return bytes.count
     }
 
-    /// Engine thread: libcurl finished the transfer with `code`.
+    /// Loop thread: libcurl finished the transfer with `code`.
     func complete(_ code: CURLcode) {
         finish(code == CURLE_OK ? .success(()) : .failure(error(for: code)))
     }

@@ -122,7 +122,7 @@ final class Connection: @unchecked Sendable {
         requestsServed += 1
         keepAliveAfterResponse = parsed.keepAlive && !server.isDraining
             && requestsServed < server.configuration.maxRequestsPerConnection
-        let application = loop.application
+        let application = loop.application! // connections live on server loops only
         var request = Request(method: parsed.method, target: parsed.target, version: parsed.version,
                               headers: parsed.headers, body: parsed.body, logger: application.logger)
         request.remoteAddress = remoteAddress

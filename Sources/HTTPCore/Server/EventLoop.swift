@@ -15,9 +15,13 @@ import Synchronization
 /// handler starts, resumes after its awaits, and hands its response over on the thread that
 /// owns the connection, without a hop through the global pool each way. Handlers must
 /// therefore not block; an `await` that leaves (an actor, a continuation) comes back here.
-final class EventLoop: TaskExecutor, @unchecked Sendable {
-    // @unchecked: `connections`, `listener`, `local` and the timing fields are touched only
-    // on the loop thread; `pending` is guarded by its mutex; the descriptors are immutable.
+///
+/// Other modules of the package put their own descriptors and timers on a loop (`watch`,
+/// `makeTimer`): the HTTP client runs libcurl on a loop without a server
+/// (`EventLoop(application: nil)`).
+package final class EventLoop: TaskExecutor, @unchecked Sendable {
+    // @unchecked: `connections`, `handlers`, `timers`, `listener`, `local` and the timing fields are touched only on the loop thread; `pending` is guarded by its
+    // mutex; the descriptors are immutable.
     let epollFD: Int32
     private let wakeFD: Int32
     private let pending = Mutex<[@Sendable () -> Void]>([])
@@ -26,22 +30,26 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// The loop thread's pthread id, once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
     private var connections: [Connection?] = []
+    /// Descriptors other than connections, by descriptor.
+    private var handlers: [Int32: any EventLoopHandler] = [:]
+    private var timers: [EventLoopTimer] = []
     private(set) var connectionCount = 0
     private var running = true
     private var listenerFD: Int32 = -1
     private var thread: Thread?
     private let stopped = DispatchSemaphore(value: 0)
-    unowned(unsafe) var server: HTTPServer!
-    /// What this loop's connections answer with (this loop's own instance).
-    let application: HTTPApplication
+    /// The server whose connections this loop serves; nil on a loop of its own (a client's).
+    unowned(unsafe) var server: HTTPServer?
+    /// What this loop's connections answer with (this loop's own instance); nil without a server.
+    let application: HTTPApplication?
     /// The `Date` header value, refreshed once a second.
     private(set) var dateHeader: [UInt8] = []
     private var dateSecond = 0
     /// Seconds on a monotonic clock, updated every loop turn.
-    private(set) var now: Double = 0
+    package private(set) var now: Double = 0
     let scratch: UnsafeMutableRawBufferPointer
 
-    init(application: HTTPApplication) throws(SocketError) {
+    package init(application: HTTPApplication?) throws(SocketError) {
         self.application = application
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw .makeFailed("epoll_create1") }
@@ -58,7 +66,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         close(epollFD)
     }
 
-    func start(name: String) {
+    package func start(name: String) {
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.stackSize = 1 << 20
@@ -67,10 +75,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     }
 
     /// Whether the caller runs on this loop's thread.
-    var inLoop: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+    package var inLoop: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
 
     /// Runs `work` on the loop thread soon (never inline). Safe from any thread.
-    func execute(_ work: @escaping @Sendable () -> Void) {
+    package func execute(_ work: @escaping @Sendable () -> Void) {
         if inLoop {
             local.append(work)
             return
@@ -86,7 +94,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     }
 
     /// `TaskExecutor`: runs the job on the loop thread.
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         execute { [unowned(unsafe) self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
     }
@@ -137,10 +145,43 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         connectionCount -= 1
         epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.fd, nil)
         close(connection.fd)
-        server.connectionClosed()
+        server?.connectionClosed()
     }
 
-    func stop() { running = false }
+    package func stop() { running = false }
+
+    /// Loop thread: delivers `events` (EPOLLIN, EPOLLOUT, ...) on `fd` to `handler`, replacing
+    /// what was watched on `fd` before. Level-triggered.
+    package func watch(_ fd: Int32, events: UInt32, handler: any EventLoopHandler) {
+        handlers[fd] = handler
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        // A descriptor closed without `unwatch` left the epoll set by itself, and its number
+        // may come back: add or modify, whichever the set needs.
+        if epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event) != 0 && errno == ENOENT {
+            epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+        }
+    }
+
+    /// Loop thread: stops watching `fd` (before it is closed).
+    package func unwatch(_ fd: Int32) {
+        guard handlers.removeValue(forKey: fd) != nil else { return }
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+    }
+
+    /// Loop thread: a timer that runs `action` on the loop once its `deadline` (a time on
+    /// the loop's `now` clock) has passed; disarmed until a deadline is set.
+    package func makeTimer(_ action: @escaping () -> Void) -> EventLoopTimer {
+        let timer = EventLoopTimer(action: action)
+        timers.append(timer)
+        return timer
+    }
+
+    /// Loop thread: forgets `timer`.
+    package func removeTimer(_ timer: EventLoopTimer) {
+        timers.removeAll { $0 === timer }
+    }
 
     /// Every live connection, for timeouts and shutdown.
     func forEachConnection(_ body: (Connection) -> Void) {
@@ -155,20 +196,36 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
         while running {
             runLocalWork()
-            let timeout = local.isEmpty ? Int32(max(0, min(250, (nextTick - now) * 1000))) : 0
+            let wake = min(nextTick, nextTimerDeadline())
+            let timeout = local.isEmpty ? Int32(max(0, min(250, ((wake - now) * 1000).rounded(.up)))) : 0
             let n = epoll_wait(epollFD, events, Int32(capacity), timeout)
             updateClock()
             if n > 0 {
                 for k in 0..<Int(n) { handle(events[k]) }
             }
+            runDueTimers()
             if now >= nextTick {
-                server.tick(self)
+                server?.tick(self)
                 nextTick = now + 0.25
             }
         }
         runLocalWork()
         forEachConnection { remove($0) }
         stopped.signal()
+    }
+
+    private func nextTimerDeadline() -> Double {
+        var earliest = Double.infinity
+        for timer in timers { if let deadline = timer.deadline, deadline < earliest { earliest = deadline } }
+        return earliest
+    }
+
+    private func runDueTimers() {
+        for timer in timers {
+            guard let deadline = timer.deadline, deadline <= now else { continue }
+            timer.deadline = nil
+            timer.action()
+        }
     }
 
     /// Runs what the loop posted to itself, including what that work posts in turn, up to a
@@ -195,9 +252,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             }
             for item in work { item() }
         } else if fd == listenerFD {
-            server.acceptConnections(on: self, listener: fd)
+            server?.acceptConnections(on: self, listener: fd)
         } else if Int(fd) < connections.count, let connection = connections[Int(fd)] {
             connection.handle(events: event.events)
+        } else if let handler = handlers[fd] {
+            handler.handle(fd: fd, events: event.events)
         }
     }
 
@@ -211,4 +270,20 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             dateHeader = Array(HTTPDate.format(wall).utf8)
         }
     }
+}
+
+/// What watches a descriptor on an `EventLoop` besides its connections.
+package protocol EventLoopHandler: AnyObject {
+    /// Loop thread: `events` (epoll flags) happened on `fd`.
+    func handle(fd: Int32, events: UInt32)
+}
+
+/// A one-shot timer on an `EventLoop` (see `makeTimer`); loop thread only.
+package final class EventLoopTimer {
+    /// When the action runs, on the loop's `now` clock; nil while disarmed. Cleared just
+    /// before the action runs.
+    package var deadline: Double?
+    fileprivate let action: () -> Void
+
+    fileprivate init(action: @escaping () -> Void) { self.action = action }
 }
