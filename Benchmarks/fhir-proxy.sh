@@ -63,7 +63,7 @@ run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | 
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
     /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
     END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
-# cpu_us/req: smart-bff's own CPU for bff; the nginx worker's (proxy and upstream sides
+# cpu_us/req and kinsn/req (thousands of instructions retired per request): smart-bff's own for bff; the nginx worker's (proxy and upstream sides
 # together) for nginx; the same worker serving directly for direct.
 : > "$WORK/bff"; : > "$WORK/nginx"; : > "$WORK/direct"
 if [ -n "${PERF_DATA:-}" ]; then
@@ -71,10 +71,13 @@ if [ -n "${PERF_DATA:-}" ]; then
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
 fi
 # One run, with the CPU seconds process $2 used per request appended (microseconds).
+# Then the instructions it retired per request, in thousands (counted over the run's length).
 measured() {
-  local c0 c1 out
-  c0=$(cpu_seconds "$2"); out=$(run "$1"); c1=$(cpu_seconds "$2")
-  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" 'BEGIN { split(o, x, " "); printf "%.1f", (b-a)*1e6/(x[1]*s) }')"
+  local c0 c1 out insn
+  c0=$(cpu_seconds "$2")
+  count_instructions "$2" "$SECS" > "$WORK/insn" &
+  out=$(run "$1"); c1=$(cpu_seconds "$2"); wait $!; insn=$(cat "$WORK/insn")
+  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.1f %.1f", (b-a)*1e6/(x[1]*s), i/(x[1]*s)/1000 }')"
 }
 for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" "$BFF_PID" >> "$WORK/bff"
@@ -82,9 +85,9 @@ for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$UP/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/direct"
 done
 for who in bff nginx direct; do
-  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
+  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%-6s kinsn/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
     "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)" \
-    "$(cut -d' ' -f5 "$WORK/$who" | median)"
+    "$(cut -d' ' -f5 "$WORK/$who" | median)" "$(cut -d' ' -f6 "$WORK/$who" | median)"
 done
 b=$(cut -d' ' -f1 "$WORK/bff" | median); n=$(cut -d' ' -f1 "$WORK/nginx" | median)
 awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", b/n }'

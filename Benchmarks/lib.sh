@@ -34,6 +34,13 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
+# Counts the instructions process $1 retires during $2 seconds (hardware counter; prints 0
+# where perf cannot count). Run in the background beside the load; far steadier than CPU
+# time on a noisy machine, so it is the figure to compare code changes by.
+count_instructions() {
+  perf stat -x, -e instructions -p "$1" -- sleep "$2" 2>&1 >/dev/null | awk -F, '$3 == "instructions" || $3 ~ /^instructions/ { n = $1 } END { print n + 0 }'
+}
+
 wait_for_port() {
   for _ in $(seq 1 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0

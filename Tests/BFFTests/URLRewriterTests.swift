@@ -56,5 +56,44 @@ struct URLRewriterTests {
         #expect(!FHIRProxy.isJSON("application/fhir+xml"))
         #expect(!FHIRProxy.isJSON("text/html"))
         #expect(!FHIRProxy.isJSON(""))
+        #expect(FHIRProxy.isJSON("application/jjson")) // a partial match restarts
+        #expect(!FHIRProxy.isJSON("application/jso n"))
+        #expect(FHIRProxy.isJSON("application/x-JsOn"))
+    }
+}
+
+/// `/fhir/{path}` is checked byte by byte before anything goes upstream.
+@Suite("FHIR path checks")
+struct FHIRPathTests {
+    @Test("accepted paths, and the resource type each reads")
+    func accepted() {
+        for path in ["Patient", "Patient/123", "Observation/a.b-c_d", "Patient/1/_history/2", "$export", "Patient/..."] {
+            #expect(FHIRPath.problem(path: path, query: nil) == nil, "\(path)")
+        }
+        #expect(FHIRPath.resourceType("Observation/1") == "Observation")
+        #expect(FHIRPath.resourceType("Observation") == "Observation")
+        #expect(FHIRPath.resourceType("metadata") == nil)
+        #expect(FHIRPath.resourceType("$export") == nil)
+    }
+
+    @Test("refused paths, each with its reason")
+    func refused() {
+        let cases: [(String, String)] = [
+            ("", "A FHIR path is required."),
+            ("Patient//1", "Empty path segments (//) are not allowed."),
+            ("Patient/", "Empty path segments (//) are not allowed."),
+            ("/Patient", "Empty path segments (//) are not allowed."),
+            ("Patient/./1", "Dot segments are not allowed."),
+            ("Patient/..", "Dot segments are not allowed."),
+            ("../Patient", "Dot segments are not allowed."),
+            ("Patient/%2e%2e", "The path holds characters a FHIR path does not."),
+            ("Patient/a@b", "The path holds characters a FHIR path does not."),
+            ("Patient/a\\b", "The path holds characters a FHIR path does not."),
+            ("Patient/\u{e9}", "The path holds characters a FHIR path does not."),
+            ("//evil.example/x", "Empty path segments (//) are not allowed."),
+        ]
+        for (path, reason) in cases {
+            #expect(FHIRPath.problem(path: path, query: nil) == reason, "\(path)")
+        }
     }
 }

@@ -10,16 +10,30 @@ enum FHIRPath {
         guard !path.isEmpty else { return "A FHIR path is required." }
         guard path.utf8.count <= maxPath else { return "The path is too long." }
         if let query, query.utf8.count > maxQuery { return "The query is too long." }
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        for segment in segments {
-            guard !segment.isEmpty else { return "Empty path segments (//) are not allowed." }
-            guard segment != "." && segment != ".." else { return "Dot segments are not allowed." }
-            guard segment.utf8.allSatisfy(isSegmentByte) else { return "The path holds characters a FHIR path does not." }
+        // One pass over the bytes, segment by segment.
+        var length = 0, dots = 0
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/") {
+                if let problem = segmentProblem(length: length, dots: dots) { return problem }
+                (length, dots) = (0, 0)
+                continue
+            }
+            guard isSegmentByte(byte) else { return "The path holds characters a FHIR path does not." }
+            length += 1
+            if byte == UInt8(ascii: ".") { dots += 1 }
         }
+        if let problem = segmentProblem(length: length, dots: dots) { return problem }
         if let query {
             guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return "The query holds control or non-ASCII bytes." }
             guard !containsEncoded(query, ["%00", "%0a", "%0d"]) else { return "The query holds encoded control bytes." }
         }
+        return nil
+    }
+
+    /// Why a segment of `length` bytes, `dots` of them dots, is refused.
+    private static func segmentProblem(length: Int, dots: Int) -> String? {
+        if length == 0 { return "Empty path segments (//) are not allowed." }
+        if length <= 2 && dots == length { return "Dot segments are not allowed." }
         return nil
     }
 
@@ -39,9 +53,11 @@ enum FHIRPath {
     }
 
     /// The resource type a path reads (`Observation` in `Observation/1`), or nil for
-    /// server-level paths such as `metadata`.
+    /// server-level paths such as `metadata`. For paths `problem` accepted (ASCII, no empty
+    /// segments).
     static func resourceType(_ path: String) -> String? {
-        guard let first = path.split(separator: "/").first, let c = first.first, c.isUppercase else { return nil }
+        let first = path[..<(path.firstIndex(of: "/") ?? path.endIndex)]
+        guard let c = first.utf8.first, c >= UInt8(ascii: "A"), c <= UInt8(ascii: "Z") else { return nil }
         return String(first)
     }
 }

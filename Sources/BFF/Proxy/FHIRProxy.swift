@@ -43,7 +43,8 @@ struct FHIRProxy: Sendable {
 
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
         guard let type = FHIRPath.resourceType(path) else { return }
-        let interaction: SMARTScopes.Interaction = path.split(separator: "/").count == 1 ? .search : .read
+        // One segment (`Observation`) is a search; the path has no empty segments (FHIRPath).
+        let interaction: SMARTScopes.Interaction = path.utf8.contains(UInt8(ascii: "/")) ? .read : .search
         guard scopes.allows(type, interaction, query: request.queryItems) else {
             throw HTTPError(.forbidden, type: Problems.base + "scope", title: "Outside the granted scopes",
                             detail: "The launch's scopes do not allow \(interaction == .search ? "searching" : "reading") \(type).")
@@ -126,9 +127,22 @@ struct FHIRProxy: Sendable {
     }
 
     /// Whether a Content-Type is JSON (`application/fhir+json`, `application/json`, ...),
-    /// whose URLs are rewritten. (Foundation's `String.contains` showed in profiles.)
+    /// whose URLs are rewritten: "json" in any case. A byte scan: Foundation's
+    /// `String.contains` and the standard library's generic `firstRange(of:)` each took about
+    /// 5% of the proxy's instructions.
     static func isJSON(_ contentType: String) -> Bool {
-        contentType.lowercased().utf8.firstRange(of: "json".utf8) != nil
+        let json: [UInt8] = Array("json".utf8)
+        var matched = 0
+        for byte in contentType.utf8 {
+            let lower = byte | 0x20 // ASCII letters to lower case; no other byte becomes one of "json"
+            if lower == json[matched] {
+                matched += 1
+                if matched == json.count { return true }
+            } else {
+                matched = lower == json[0] ? 1 : 0 // "json" repeats no prefix of itself
+            }
+        }
+        return false
     }
 
     /// Records the PHI access audit entry once the body is through.

@@ -21,6 +21,9 @@ public struct Router: Sendable {
         let segments: [Segment]
         let pattern: String
         let handler: RouteHandler
+        /// For literal segments then `*` (`/fhir/*`): the literal part (`/fhir`), matched
+        /// without splitting the path.
+        let restPrefix: String?
     }
 
     enum Segment: Sendable, Equatable {
@@ -69,7 +72,11 @@ public struct Router: Sendable {
                 segments.append(.literal(String(part)))
             }
         }
-        let route = Route(method: method, segments: segments, pattern: pattern, handler: handler)
+        var restPrefix: String?
+        if segments.last == .rest, segments.dropLast().allSatisfy({ if case .literal = $0 { return true }; return false }) {
+            restPrefix = String(pattern.dropLast(2)) // "/fhir/*" → "/fhir"; "/*" → ""
+        }
+        let route = Route(method: method, segments: segments, pattern: pattern, handler: handler, restPrefix: restPrefix)
         routes.append(route)
         if segments.allSatisfy({ if case .literal = $0 { return true }; return false }) {
             literal[pattern, default: []].append(route)
@@ -83,10 +90,17 @@ public struct Router: Sendable {
                 return .found(handler: route.handler, pattern: route.pattern, parameters: [:])
             }
         }
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        var parts: ArraySlice<Substring>? // split only when a route needs it
         var allowed: [String] = []
         for route in routes {
-            guard let params = Router.bind(route.segments, to: parts) else { continue }
+            let bound: [String: String]?
+            if let prefix = route.restPrefix {
+                bound = Router.bindRest(prefix, to: path)
+            } else {
+                if parts == nil { parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() }
+                bound = Router.bind(route.segments, to: parts!)
+            }
+            guard let params = bound else { continue }
             if route.method == method || (method == "HEAD" && route.method == "GET") {
                 if method == "HEAD", route.method == "GET",
                    routes.contains(where: { $0.method == "HEAD" && $0.pattern == route.pattern }) { continue }
@@ -96,6 +110,16 @@ public struct Router: Sendable {
             if route.method == "GET" { allowed.append("HEAD") }
         }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: Array(Set(allowed)).sorted())
+    }
+
+    /// `bind` for a route of literal segments then `*`: the same result from a prefix test.
+    /// (Paths are request targets, ASCII: bytes compare as characters do.)
+    private static func bindRest(_ prefix: String, to path: String) -> [String: String]? {
+        let bytes = path.utf8, count = prefix.utf8.count
+        guard bytes.starts(with: prefix.utf8) else { return nil }
+        if bytes.count == count { return ["*": ""] }
+        guard bytes[bytes.index(bytes.startIndex, offsetBy: count)] == UInt8(ascii: "/") else { return nil }
+        return ["*": String(bytes.dropFirst(count + 1))!]
     }
 
     private static func bind(_ segments: [Segment], to parts: ArraySlice<Substring>) -> [String: String]? {
