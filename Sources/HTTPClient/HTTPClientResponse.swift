@@ -1,3 +1,5 @@
+import HTTPCore
+
 /// A response with its whole body (from `HTTPClient.execute`).
 public struct HTTPClientResponse: Sendable {
     /// The final status code (interim 1xx responses are skipped).
@@ -17,25 +19,9 @@ public struct HTTPClientResponse: Sendable {
 }
 
 extension [(name: String, value: String)] {
-    /// The first value of field `name`, compared case-insensitively (ASCII). A plain loop
-    /// over the bytes: the generic `first(where:)` over zipped UTF-8 views showed in profiles.
+    /// The first value of field `name`, compared case-insensitively (ASCII).
     func firstValue(named name: String) -> String? {
-        var name = name
-        return name.withUTF8 { wanted in
-            for field in self where field.name.utf8.count == wanted.count {
-                var fieldName = field.name
-                let same = fieldName.withUTF8 { have in
-                    for i in 0..<wanted.count where asciiLowercased(have[i]) != asciiLowercased(wanted[i]) { return false }
-                    return true
-                }
-                if same { return field.value }
-            }
-            return nil
-        }
+        for field in self where field.name.equalsIgnoringASCIICase(name) { return field.value }
+        return nil
     }
-}
-
-@inline(__always)
-private func asciiLowercased(_ byte: UInt8) -> UInt8 {
-    byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
 }

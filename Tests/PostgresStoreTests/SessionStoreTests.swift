@@ -162,6 +162,22 @@ struct SessionStoreTests {
         #expect(try tables[0].int(0) == 7)
     }
 
+    @Test("audit batches of any size keep every row and its values, in order", arguments: [1, 256, 257])
+    func auditBatches(size: Int) async throws {
+        let db = try await TestDatabase.make()
+        let entries = (0..<size).map { i in
+            AuditEntry(at: now.addingTimeInterval(Double(i)), launchHash: "h\(i)", iss: "i\(i)", sub: "s\(i)", fhirUser: i % 2 == 0 ? nil : "u\(i)",
+                       patient: "p\(i)", method: "GET", pathAndQuery: "/Patient/\(i)", upstreamStatus: 200 + i % 3, bytes: Int64(i))
+        }
+        try await db.store.appendAudit(entries)
+        let stored = try await db.store.auditEntries(since: nil)
+        #expect(stored.count == size)
+        for (i, entry) in stored.enumerated() {
+            #expect(entry.launchHash == "h\(i)" && entry.pathAndQuery == "/Patient/\(i)" && entry.bytes == Int64(i))
+            #expect(entry.fhirUser == (i % 2 == 0 ? nil : "u\(i)") && entry.upstreamStatus == 200 + i % 3)
+        }
+    }
+
     @Test("the sweeper deletes expired rows and audit entries past retention, and nothing else")
     func sweep() async throws {
         let db = try await TestDatabase.make()

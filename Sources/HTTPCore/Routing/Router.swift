@@ -16,7 +16,9 @@ public enum RouteHandler: Sendable {
 /// final `*` that takes the rest of the path (bound as `"*"`, possibly empty).
 /// `HEAD` falls back to the `GET` route (the server drops the body).
 public struct Router: Sendable {
-    struct Route: Sendable {
+    /// A class: `match` walks the routes on every request, and copying a struct of four
+    /// references per route showed in profiles.
+    final class Route: Sendable {
         let method: String
         let segments: [Segment]
         let pattern: String
@@ -24,6 +26,10 @@ public struct Router: Sendable {
         /// For literal segments then `*` (`/fhir/*`): the literal part (`/fhir`), matched
         /// without splitting the path.
         let restPrefix: String?
+
+        init(method: String, segments: [Segment], pattern: String, handler: RouteHandler, restPrefix: String?) {
+            (self.method, self.segments, self.pattern, self.handler, self.restPrefix) = (method, segments, pattern, handler, restPrefix)
+        }
     }
 
     enum Segment: Sendable, Equatable {
