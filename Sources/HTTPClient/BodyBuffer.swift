@@ -15,16 +15,17 @@ final class BodyBuffer: Sendable {
         var waiter: CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?
         /// libcurl was told to pause and has not been asked to resume yet.
         var paused = false
+        /// Ask the multi handle to resume a paused transfer / to stop it. They hold the
+        /// transfer (which holds this buffer) until it ends: `finish` lets them go, which
+        /// breaks the cycle without a weak reference (a weak reference gives the transfer a
+        /// side table, and every retain of it took the slow path in libcurl's callbacks).
+        var controls: (resume: @Sendable () -> Void, cancel: @Sendable () -> Void)?
     }
 
-    private let state = Mutex(State())
-    /// Ask the multi handle to resume a paused transfer / to stop it.
-    private let resumeTransfer: @Sendable () -> Void
-    private let cancelTransfer: @Sendable () -> Void
+    private let state: Mutex<State>
 
     init(resume: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) {
-        resumeTransfer = resume
-        cancelTransfer = cancel
+        state = Mutex(State(controls: (resume, cancel)))
     }
 
     /// Loop thread: a piece of body. Returns false when the transfer must pause; the piece
@@ -55,39 +56,60 @@ final class BodyBuffer: Sendable {
 
     /// Loop thread: the transfer ended, successfully or not.
     func finish(_ end: Result<Void, HTTPClientError>) {
-        let waiter = state.withLock { s in
-            guard s.end == nil else { return CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?.none }
+        let (waiter, controls) = state.withLock { s in
+            guard s.end == nil else { return (CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?.none, s.controls) }
             s.end = end
-            defer { s.waiter = nil }
-            return s.waiter
+            defer { s.waiter = nil; s.controls = nil }
+            return (s.waiter, s.controls)
         }
+        _ = controls // released here, outside the lock
         waiter?.resume(returning: end.map { nil })
+    }
+
+    /// Consumer: the next piece, nil at the end, or the failure, if one is ready now; nil
+    /// when the consumer would have to wait.
+    func nextIfReady() -> Result<[UInt8]?, HTTPClientError>? {
+        let (ready, resume): (Result<[UInt8]?, HTTPClientError>?, (@Sendable () -> Void)?) = state.withLock { s in
+            if !s.chunks.isEmpty {
+                let chunk = s.chunks.removeFirst()
+                s.buffered -= chunk.count
+                if s.paused && s.buffered < BodyBuffer.lowWater {
+                    s.paused = false
+                    return (.success(chunk), s.controls?.resume)
+                }
+                return (.success(chunk), nil)
+            }
+            if let end = s.end { return (end.map { nil }, nil) }
+            return (nil, nil)
+        }
+        resume?()
+        return ready
     }
 
     /// Consumer: the next piece, nil at the end, or the transfer's failure.
     func next() async -> Result<[UInt8]?, HTTPClientError> {
         await withCheckedContinuation { waiter in
-            var resume = false
+            var resume: (@Sendable () -> Void)?
             let ready: Result<[UInt8]?, HTTPClientError>? = state.withLock { s in
                 if !s.chunks.isEmpty {
                     let chunk = s.chunks.removeFirst()
                     s.buffered -= chunk.count
-                    if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = true }
+                    if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls?.resume }
                     return .success(chunk)
                 }
                 if let end = s.end { return end.map { nil } }
                 precondition(s.waiter == nil, "HTTPBodyStream has one consumer at a time")
                 s.waiter = waiter
-                if s.paused { s.paused = false; resume = true }
+                if s.paused { s.paused = false; resume = s.controls?.resume }
                 return nil
             }
             if let ready { waiter.resume(returning: ready) }
-            if resume { resumeTransfer() }
+            resume?()
         }
     }
 
     /// Either side: stop the transfer (a no-op once it ended).
     func cancel() {
-        if state.withLock({ $0.end == nil }) { cancelTransfer() }
+        state.withLock { $0.end == nil ? $0.controls?.cancel : nil }?()
     }
 }

@@ -29,6 +29,9 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
     /// The next piece of the body, or nil at its end.
     public func next() async throws(HTTPClientError) -> [UInt8]? {
         let buffer = self.buffer
+        // Without suspending when a piece or the end is already here (a small body arrives
+        // whole): no cancellation handler to install and remove.
+        if let ready = buffer.nextIfReady() { return try ready.get() }
         let result = await withTaskCancellationHandler {
             await buffer.next()
         } onCancel: {

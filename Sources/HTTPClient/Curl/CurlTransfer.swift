@@ -71,8 +71,8 @@ final class CurlTransfer: @unchecked Sendable {
     /// Streaming only: the buffer the body goes through, with the requests it makes of `multi`.
     func makeBodyBuffer(multi: CurlMulti) {
         self.multi = multi
-        bodyBuffer = BodyBuffer(resume: { [weak self] in if let self { multi.resume(self) } },
-                                cancel: { [weak self] in if let self { multi.cancel(self) } })
+        // Strong: the buffer lets these go when the transfer ends (see BodyBuffer.State).
+        bodyBuffer = BodyBuffer(resume: { multi.resume(self) }, cancel: { multi.cancel(self) })
     }
 
     private func configure(_ request: HTTPClientRequest, _ configuration: HTTPClient.Configuration) {
@@ -186,6 +186,7 @@ final class CurlTransfer: @unchecked Sendable {
         case let .streaming(continuation)?:
             switch outcome {
             case let .failure(error):
+                bodyBuffer?.finish(.failure(error)) // lets its hold on this transfer go
                 continuation.resume(returning: .failure(error))
             case .success:
                 // A finished transfer whose head libcurl did not end with an empty line.
