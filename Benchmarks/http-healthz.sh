@@ -26,18 +26,28 @@ if [ -n "${PERF_DATA:-}" ]; then
   wrk_run "http://127.0.0.1:$BFF_PORT/healthz" "${PERF_CONNS:-64}" "$SECS" >/dev/null; wait $perf_pid
 fi
 
+# One run against $1 with $2 connections: wrk's figures, then the CPU time and thousands of
+# instructions (steady on this noisy machine; compare code changes by it) process $3 spent
+# per request.
+measured() {
+  local c0 c1 out insn
+  c0=$(cpu_seconds "$3")
+  count_instructions "$3" "$SECS" > "$WORK/insn" &
+  out=$(wrk_run "$1" "$2" "$SECS"); c1=$(cpu_seconds "$3"); wait $!; insn=$(cat "$WORK/insn")
+  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.2f %.2f", (b-a)*1e6/(x[1]*s), i/(x[1]*s)/1000 }')"
+}
+
 for conns in 64 256; do
   : > "$WORK/bff-$conns"; : > "$WORK/nginx-$conns"
   for r in $(seq 1 "$ROUNDS"); do
-    c0=$(cpu_seconds $BFF_PID); out=$(wrk_run "http://127.0.0.1:$BFF_PORT/healthz" "$conns" "$SECS"); c1=$(cpu_seconds $BFF_PID)
-    echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" 'BEGIN{split(o,x," "); printf "%.2f", (b-a)*1e6/(x[1]*'"$SECS"')}')" >> "$WORK/bff-$conns"
-    c0=$(cpu_seconds $NGINX_WORKER); out=$(wrk_run "http://127.0.0.1:$NGINX_PORT/healthz" "$conns" "$SECS"); c1=$(cpu_seconds $NGINX_WORKER)
-    echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" 'BEGIN{split(o,x," "); printf "%.2f", (b-a)*1e6/(x[1]*'"$SECS"')}')" >> "$WORK/nginx-$conns"
+    measured "http://127.0.0.1:$BFF_PORT/healthz" "$conns" $BFF_PID >> "$WORK/bff-$conns"
+    measured "http://127.0.0.1:$NGINX_PORT/healthz" "$conns" $NGINX_WORKER >> "$WORK/nginx-$conns"
   done
   for who in bff nginx; do
-    printf "%-6s c=%-4s rps(median)=%-8s p50ms=%-7s p99ms=%-7s cpu_us/req=%s\n" "$who" "$conns" \
+    printf "%-6s c=%-4s rps(median)=%-8s p50ms=%-7s p99ms=%-7s cpu_us/req=%-6s kinsn/req=%s\n" "$who" "$conns" \
       "$(cut -d' ' -f1 "$WORK/$who-$conns" | median)" "$(cut -d' ' -f2 "$WORK/$who-$conns" | median)" \
-      "$(cut -d' ' -f3 "$WORK/$who-$conns" | median)" "$(cut -d' ' -f4 "$WORK/$who-$conns" | median)"
+      "$(cut -d' ' -f3 "$WORK/$who-$conns" | median)" "$(cut -d' ' -f4 "$WORK/$who-$conns" | median)" \
+      "$(cut -d' ' -f5 "$WORK/$who-$conns" | median)"
   done
   awk -v b="$(cut -d' ' -f1 "$WORK/bff-$conns" | median)" -v n="$(cut -d' ' -f1 "$WORK/nginx-$conns" | median)" \
     -v c="$conns" 'BEGIN { printf "ratio  c=%-4s smart-bff/nginx = %.2f\n", c, b/n }'
