@@ -156,7 +156,7 @@ struct HTTPClientStreamingTests {
             }
             return n
         }
-        #expect(await firstPiece.opened(within: 60))
+        #expect(await firstPiece.opened(within: 60), "the first piece of the body never reached the consumer")
         consumer.cancel() // the consumer waits for more, or is about to
         let error = await #expect(throws: HTTPClientError.self) { try await consumer.value }
         // Only the cancellation ends it early: otherwise the 30 s read timeout would (isTimeout).

@@ -24,10 +24,21 @@ public final class Metrics: Sendable {
         }
     }
 
-    /// Per-request counters, kept by each `RequestRecorder`.
+    /// Per-request counters, added up over the recorders for rendering.
     struct RequestCounters {
         var requests: [String: [Int: Int]] = [:]
         var latency: [String: Histogram] = [:]
+    }
+
+    /// One route's counts in a `RequestRecorder`: one lookup by route per request.
+    struct RouteCounts {
+        var byStatus: [Int: Int] = [:]
+        var latency = Histogram()
+
+        mutating func record(status: Int, seconds: Double) {
+            byStatus[status, default: 0] += 1
+            latency.observe(seconds)
+        }
     }
 
     struct State {
@@ -41,12 +52,11 @@ public final class Metrics: Sendable {
     /// Where one application (one I/O thread) records its requests: every request records,
     /// so each thread has its own counters and lock, added up when /metrics is rendered.
     final class RequestRecorder: Sendable {
-        fileprivate let counters = Mutex(RequestCounters())
+        fileprivate let routes = Mutex<[String: RouteCounts]>([:])
 
         func record(route: String, status: Int, seconds: Double) {
-            counters.withLock { s in
-                s.requests[route, default: [:]][status, default: 0] += 1
-                s.latency[route, default: Histogram()].observe(seconds)
+            routes.withLock { routes in
+                routes[route, default: RouteCounts()].record(status: status, seconds: seconds)
             }
         }
     }
@@ -66,11 +76,10 @@ public final class Metrics: Sendable {
     private func requestCounters() -> RequestCounters {
         var total = RequestCounters()
         for recorder in recorders.withLock({ $0 }) {
-            let part = recorder.counters.withLock { $0 }
-            for (route, byStatus) in part.requests {
-                for (status, count) in byStatus { total.requests[route, default: [:]][status, default: 0] += count }
+            for (route, counts) in recorder.routes.withLock({ $0 }) {
+                for (status, count) in counts.byStatus { total.requests[route, default: [:]][status, default: 0] += count }
+                total.latency[route, default: Histogram()].add(counts.latency)
             }
-            for (route, histogram) in part.latency { total.latency[route, default: Histogram()].add(histogram) }
         }
         return total
     }

@@ -6,12 +6,12 @@ enum ResponseHead {
         out.append(version == .http10 ? http10 : http11)
         appendDecimal(response.status.code, to: &out)
         out.append(0x20)
-        out.append(contentsOf: response.status.reason.utf8)
+        out.appendUTF8(response.status.reason)
         out.append(crlf)
         for field in response.headers {
             let name = field.name, value = field.value
             if isFramingHeader(name) { continue }
-            out.append(contentsOf: name.utf8)
+            out.appendUTF8(name)
             out.append(colonSpace)
             appendSanitized(value, to: &out)
             out.append(crlf)
@@ -46,19 +46,25 @@ enum ResponseHead {
     }
 
     private static func isFramingHeader(_ name: String) -> Bool {
-        name.equalsIgnoringASCIICase("Content-Length") || name.equalsIgnoringASCIICase("Transfer-Encoding")
+        switch name.utf8.count {
+        case 4, 10, 14, 17: break // Date; Connection, Keep-Alive; Content-Length; Transfer-Encoding
+        default: return false
+        }
+        return name.equalsIgnoringASCIICase("Content-Length") || name.equalsIgnoringASCIICase("Transfer-Encoding")
             || name.equalsIgnoringASCIICase("Connection") || name.equalsIgnoringASCIICase("Date")
             || name.equalsIgnoringASCIICase("Keep-Alive")
     }
 
     /// Header values never carry CR, LF or NUL onto the wire (response splitting).
     private static func appendSanitized(_ value: String, to out: inout [UInt8]) {
-        let utf8 = value.utf8
-        if !utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
-            out.append(contentsOf: utf8)
-            return
+        var value = value // withUTF8 is mutating; a native string is not copied
+        value.withUTF8 { bytes in
+            guard bytes.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) else {
+                out.append(contentsOf: bytes)
+                return
+            }
+            for b in bytes { out.append(b == 0x0D || b == 0x0A || b == 0x00 ? 0x20 : b) }
         }
-        for b in utf8 { out.append(b == 0x0D || b == 0x0A || b == 0x00 ? 0x20 : b) }
     }
 
     static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
@@ -105,5 +111,13 @@ extension Array where Element == UInt8 {
     @inline(__always)
     mutating func append(_ text: StaticString) {
         text.withUTF8Buffer { append(contentsOf: $0) }
+    }
+
+    /// Appends the UTF-8 bytes of `text` in one copy (appending its `utf8` view goes byte
+    /// by byte).
+    @inline(__always)
+    mutating func appendUTF8(_ text: String) {
+        var text = text
+        text.withUTF8 { append(contentsOf: $0) }
     }
 }
