@@ -26,9 +26,12 @@ public struct Router: Sendable {
         /// For literal segments then `*` (`/fhir/*`): the literal part (`/fhir`), matched
         /// without splitting the path.
         let restPrefix: String?
+        /// Only literal segments: the path must equal the pattern.
+        let isLiteral: Bool
 
         init(method: String, segments: [Segment], pattern: String, handler: RouteHandler, restPrefix: String?) {
             (self.method, self.segments, self.pattern, self.handler, self.restPrefix) = (method, segments, pattern, handler, restPrefix)
+            isLiteral = segments.allSatisfy { if case .literal = $0 { return true }; return false }
         }
     }
 
@@ -84,9 +87,7 @@ public struct Router: Sendable {
         }
         let route = Route(method: method, segments: segments, pattern: pattern, handler: handler, restPrefix: restPrefix)
         routes.append(route)
-        if segments.allSatisfy({ if case .literal = $0 { return true }; return false }) {
-            literal[pattern, default: []].append(route)
-        }
+        if route.isLiteral { literal[pattern, default: []].append(route) }
     }
 
     /// Finds the route for `method` and the (still percent-encoded) `path`.
@@ -100,7 +101,9 @@ public struct Router: Sendable {
         var allowed: [String] = []
         for route in routes {
             let bound: [String: String]?
-            if let prefix = route.restPrefix {
+            if route.isLiteral {
+                bound = route.pattern == path ? [:] : nil
+            } else if let prefix = route.restPrefix {
                 bound = Router.bindRest(prefix, to: path)
             } else {
                 if parts == nil { parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() }
