@@ -70,15 +70,8 @@ if [ -n "${PERF_DATA:-}" ]; then
   perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
 fi
-# One run, with the CPU seconds process $2 used per request appended (microseconds).
-# Then the instructions it retired per request, in thousands (counted over the run's length).
-measured() {
-  local c0 c1 out insn
-  c0=$(cpu_seconds "$2")
-  count_instructions "$2" "$SECS" > "$WORK/insn" &
-  out=$(run "$1"); c1=$(cpu_seconds "$2"); wait $!; insn=$(cat "$WORK/insn")
-  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.1f %.1f", (b-a)*1e6/(x[1]*s), i/(x[1]*s)/1000 }')"
-}
+# One run against $1, with the CPU time and instructions process $2 spent per request.
+measured() { measured_load "$2" run "$1"; }
 for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" "$BFF_PID" >> "$WORK/bff"
   measured "http://127.0.0.1:$PROXY/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/nginx"

@@ -26,16 +26,9 @@ if [ -n "${PERF_DATA:-}" ]; then
   wrk_run "http://127.0.0.1:$BFF_PORT/healthz" "${PERF_CONNS:-64}" "$SECS" >/dev/null; wait $perf_pid
 fi
 
-# One run against $1 with $2 connections: wrk's figures, then the CPU time and thousands of
-# instructions (steady on this noisy machine; compare code changes by it) process $3 spent
-# per request.
-measured() {
-  local c0 c1 out insn
-  c0=$(cpu_seconds "$3")
-  count_instructions "$3" "$SECS" > "$WORK/insn" &
-  out=$(wrk_run "$1" "$2" "$SECS"); c1=$(cpu_seconds "$3"); wait $!; insn=$(cat "$WORK/insn")
-  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.2f %.2f", (b-a)*1e6/(x[1]*s), i/(x[1]*s)/1000 }')"
-}
+# One run against $1 with $2 connections, with the CPU time and instructions process $3
+# spent per request.
+measured() { measured_load "$3" wrk_run "$1" "$2" "$SECS"; }
 
 for conns in 64 256; do
   : > "$WORK/bff-$conns"; : > "$WORK/nginx-$conns"

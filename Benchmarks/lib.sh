@@ -41,6 +41,17 @@ count_instructions() {
   perf stat -x, -e instructions -p "$1" -- sleep "$2" 2>&1 >/dev/null | awk -F, '$3 == "instructions" || $3 ~ /^instructions/ { n = $1 } END { print n + 0 }'
 }
 
+# Runs "$@" (one load run that prints its requests/s first, over $SECS seconds) while
+# watching process $1; prints the run's line, then the CPU microseconds and the thousands
+# of instructions that process spent per request.
+measured_load() {
+  local pid=$1 c0 c1 out insn; shift
+  c0=$(cpu_seconds "$pid")
+  count_instructions "$pid" "$SECS" > "$WORK/insn" &
+  out=$("$@"); c1=$(cpu_seconds "$pid"); wait $!; insn=$(cat "$WORK/insn")
+  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.2f %.2f", (b-a)*1e6/(x[1]*s), i/(x[1]*s)/1000 }')"
+}
+
 wait_for_port() {
   for _ in $(seq 1 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
