@@ -20,8 +20,9 @@ import Synchronization
 /// `makeTimer`): the HTTP client runs libcurl on a loop without a server
 /// (`EventLoop(application: nil)`).
 package final class EventLoop: TaskExecutor, @unchecked Sendable {
-    // @unchecked: `connections`, `handlers`, `timers`, `listener`, `local` and the timing fields are touched only on the loop thread; `pending` is guarded by its
-    // mutex; the descriptors are immutable.
+    // @unchecked: `connections`, `handlers`, `timers`, `listener`, `local` and the timing
+    // fields are touched only on the loop thread; `pending` is guarded by its mutex; the
+    // descriptors are immutable.
     let epollFD: Int32
     private let wakeFD: Int32
     private let pending = Mutex<[@Sendable () -> Void]>([])
@@ -148,6 +149,7 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         server?.connectionClosed()
     }
 
+    /// Loop thread: the loop ends after this turn.
     package func stop() { running = false }
 
     /// Loop thread: delivers `events` (EPOLLIN, EPOLLOUT, ...) on `fd` to `handler`, replacing
