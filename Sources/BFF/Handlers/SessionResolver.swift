@@ -32,15 +32,16 @@ struct SessionResolver: Sendable {
     /// or else in one query (which also extends the session when due).
     func resolveForProxy(_ request: Request) async throws -> ProxySessionCache.Entry {
         let key = ProxySessionCache.Key(sessionID: try credential(request), launchID: try launchHeader(request))
-        let cache = services.proxyCache, now = services.now()
-        if let entry = cache.entry(for: key, now: now) { return entry }
-        let generation = cache.generation
-        guard let context = try await services.store.proxyContext(sessionID: key.sessionID, launchID: key.launchID, now: now) else {
-            throw Problems.unauthenticated()
+        let services = self.services, now = services.now()
+        if let entry = services.proxyCache.entry(for: key, now: now) { return entry } // the hot path: no closure made
+        return try await services.proxyCache.entry(for: key, now: now) { generation in
+            guard let context = try await services.store.proxyContext(sessionID: key.sessionID, launchID: key.launchID, now: now) else {
+                throw Problems.unauthenticated()
+            }
+            guard let launch = context.launch else { throw Problems.unauthenticated(key.launchID == nil ? "No valid session." : "Unknown launch.") }
+            try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: now)
+            return services.proxyCache.store(context, launch: launch, for: key, generation: generation, now: now)
         }
-        guard let launch = context.launch else { throw Problems.unauthenticated(key.launchID == nil ? "No valid session." : "Unknown launch.") }
-        try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: now)
-        return cache.store(context, launch: launch, for: key, generation: generation, now: now)
     }
 
     /// The session identifier: a bearer session token, or the cookie (which needs `X-CSRF: 1`).

@@ -30,6 +30,8 @@ final class ProxySessionCache: Sendable {
         /// Bumped by every invalidation, so that a lookup that raced one does not store what
         /// it read before it.
         var generation: UInt64 = 0
+        /// Lookups under way, by key: concurrent misses of one key share one.
+        var loading: [Key: Task<Entry, any Error>] = [:]
     }
 
     let ttl: TimeInterval
@@ -55,6 +57,28 @@ final class ProxySessionCache: Sendable {
         }
     }
 
+    /// The fresh entry for `key`, or else the result of `load(generation)`, which should
+    /// query the database and `store` what it read with that generation. Concurrent misses
+    /// of one key share one `load` (its entry or its error): when the entry of a session in
+    /// heavy use expires, one query runs, not one per request in flight. A miss after an
+    /// invalidation never joins a lookup that began before it. With `ttl` 0 every call loads.
+    func entry(for key: Key, now: Date, load: @escaping @Sendable (_ generation: UInt64) async throws -> Entry) async throws -> Entry {
+        guard ttl > 0 else { return try await load(generation) }
+        if let entry = entry(for: key, now: now) { return entry }
+        let lookup: Task<Entry, any Error> = state.withLock { state in
+            if let running = state.loading[key] { return running }
+            let generation = state.generation
+            let running = Task { try await load(generation) }
+            state.loading[key] = running
+            return running
+        }
+        defer { state.withLock { state in if state.loading[key] == lookup { state.loading[key] = nil } } }
+        return try await lookup.value
+    }
+
+    /// Whether a lookup for `key` is under way (for tests).
+    func isLoading(_ key: Key) -> Bool { state.withLock { $0.loading[key] != nil } }
+
     /// Read before querying the database; pass it to `store`.
     var generation: UInt64 { state.withLock { $0.generation } }
 
@@ -79,6 +103,7 @@ final class ProxySessionCache: Sendable {
     func invalidate(launchHash: String) {
         state.withLock { state in
             state.generation &+= 1
+            state.loading.removeAll() // later misses look up afresh
             state.entries = state.entries.filter { $0.value.launch.idHash != launchHash }
         }
     }
@@ -87,6 +112,7 @@ final class ProxySessionCache: Sendable {
     func invalidate(sessionHash: String) {
         state.withLock { state in
             state.generation &+= 1
+            state.loading.removeAll() // later misses look up afresh
             state.entries = state.entries.filter { $0.value.context.session.idHash != sessionHash }
         }
     }
