@@ -5,6 +5,7 @@
 # upstream nginx for the SMART login. Alternating rounds; medians and ratios.
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
 # PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run.
+# LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
 source "$(dirname "$0")/lib.sh"
 CONNS=${1:-32}; SECS=${2:-5}; ROUNDS=${3:-3}
 build_release
@@ -55,6 +56,17 @@ wrk.headers["Cookie"] = "$COOKIE"
 wrk.headers["X-CSRF"] = "1"
 wrk.headers["X-BFF-Launch"] = "$LAUNCH"
 LUA
+if [ -n "${LATENCY_DETAIL:-}" ]; then
+  # One extra run through smart-bff, with wrk's latency percentiles up to the maximum.
+  cat > "$WORK/detail.lua" <<LUA
+$(cat "$WORK/headers.lua")
+done = function(summary, latency, requests)
+  for _, p in ipairs({50, 90, 99, 99.9}) do io.write(string.format("p%s=%.2fms ", p, latency:percentile(p) / 1000)) end
+  io.write(string.format("max=%.2fms\\n", latency.max / 1000))
+end
+LUA
+  echo "latency detail (smart-bff): $(wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$WORK/detail.lua" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" | tail -1)"
+fi
 NGINX_PID=$(cat "$WORK/nginx.pid" 2>/dev/null || true)
 # The worker of the proxying server block and the upstream block are the same process; its
 # CPU per request is measured on the proxy runs (it serves the upstream side of them too).
