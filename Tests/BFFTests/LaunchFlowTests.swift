@@ -64,6 +64,19 @@ struct LaunchFlowTests {
         #expect(try await browser.request(h.baseURL + "/launch?iss=" + h.sandbox.fhirBaseURL).status == 400)
     }
 
+    @Test("control characters in launch or state are 400, never a 500 from the database", arguments: ["%00", "%0D%0A", "%7F", "%1B"])
+    func controlCharacters(_ encoded: String) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let iss = h.sandbox.fhirBaseURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let launch = try await browser.request(h.baseURL + "/launch?iss=" + iss + "&launch=a" + encoded + "b")
+        #expect(launch.status == 400)
+        #expect(launch.header("Content-Type") == "application/problem+json")
+        let callback = try await browser.request(h.baseURL + "/callback?code=c&state=a" + encoded + "b")
+        #expect(callback.status == 400)
+    }
+
     @Test("reused and forged state: 400, no session, and no token request", arguments: ["reused", "forged", "missing"])
     func badState(_ kind: String) async throws {
         let h = try await BFFHarness.start()

@@ -14,7 +14,7 @@ struct CallbackHandler: Sendable {
     static let handoffLifetime: TimeInterval = 60
 
     func callback(_ request: Request) async throws -> Response {
-        guard let state = request.queryParameter("state"), !state.isEmpty, state.utf8.count <= 512 else {
+        guard let state = request.queryParameter("state"), !state.isEmpty, state.utf8.count <= 512, !state.hasControlCharacters else {
             throw Problems.badRequest("The state parameter is missing.", type: "invalid-state")
         }
         guard let pending = try await services.store.consumePending(state: state, now: services.now()) else {

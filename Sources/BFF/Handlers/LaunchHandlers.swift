@@ -15,6 +15,7 @@ struct LaunchHandlers: Sendable {
         guard let launch = request.queryParameter("launch"), !launch.isEmpty, launch.utf8.count <= 2048 else {
             throw Problems.badRequest("The launch parameter is required.")
         }
+        guard !launch.hasControlCharacters else { throw Problems.badRequest("The launch parameter holds control characters.") }
         guard let registration = services.registration(for: iss) else {
             throw Problems.badRequest("The issuer is not registered with this BFF.", type: "unknown-issuer")
         }
