@@ -66,22 +66,13 @@ final class BodyBuffer: Sendable {
         waiter?.resume(returning: end.map { nil })
     }
 
+    private typealias Piece = Result<[UInt8]?, HTTPClientError>
+
     /// Consumer: the next piece, nil at the end, or the failure, if one is ready now; nil
     /// when the consumer would have to wait.
     func nextIfReady() -> Result<[UInt8]?, HTTPClientError>? {
-        let (ready, resume): (Result<[UInt8]?, HTTPClientError>?, (@Sendable () -> Void)?) = state.withLock { s in
-            if !s.chunks.isEmpty {
-                let chunk = s.chunks.removeFirst()
-                s.buffered -= chunk.count
-                if s.paused && s.buffered < BodyBuffer.lowWater {
-                    s.paused = false
-                    return (.success(chunk), s.controls?.resume)
-                }
-                return (.success(chunk), nil)
-            }
-            if let end = s.end { return (end.map { nil }, nil) }
-            return (nil, nil)
-        }
+        var resume: (@Sendable () -> Void)?
+        let ready = state.withLock { BodyBuffer.take(from: &$0, resume: &resume) }
         resume?()
         return ready
     }
@@ -90,14 +81,8 @@ final class BodyBuffer: Sendable {
     func next() async -> Result<[UInt8]?, HTTPClientError> {
         await withCheckedContinuation { waiter in
             var resume: (@Sendable () -> Void)?
-            let ready: Result<[UInt8]?, HTTPClientError>? = state.withLock { s in
-                if !s.chunks.isEmpty {
-                    let chunk = s.chunks.removeFirst()
-                    s.buffered -= chunk.count
-                    if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls?.resume }
-                    return .success(chunk)
-                }
-                if let end = s.end { return end.map { nil } }
+            let ready: Piece? = state.withLock { s in
+                if let ready = BodyBuffer.take(from: &s, resume: &resume) { return ready }
                 precondition(s.waiter == nil, "HTTPBodyStream has one consumer at a time")
                 s.waiter = waiter
                 if s.paused { s.paused = false; resume = s.controls?.resume }
@@ -106,6 +91,18 @@ final class BodyBuffer: Sendable {
             if let ready { waiter.resume(returning: ready) }
             resume?()
         }
+    }
+
+    /// Under the lock: the first buffered piece, or the end, if either is here. Sets `resume`
+    /// when taking the piece brought a paused transfer below the low-water mark.
+    private static func take(from s: inout State, resume: inout (@Sendable () -> Void)?) -> Piece? {
+        if !s.chunks.isEmpty {
+            let chunk = s.chunks.removeFirst()
+            s.buffered -= chunk.count
+            if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls?.resume }
+            return .success(chunk)
+        }
+        return s.end.map { $0.map { nil } }
     }
 
     /// Either side: stop the transfer (a no-op once it ended).

@@ -131,7 +131,7 @@ struct FHIRProxy: Sendable {
     /// `String.contains` and the standard library's generic `firstRange(of:)` each took about
     /// 5% of the proxy's instructions.
     static func isJSON(_ contentType: String) -> Bool {
-        let json: [UInt8] = Array("json".utf8)
+        let json = FHIRProxy.json
         var matched = 0
         for byte in contentType.utf8 {
             let lower = byte | 0x20 // ASCII letters to lower case; no other byte becomes one of "json"
@@ -144,6 +144,8 @@ struct FHIRProxy: Sendable {
         }
         return false
     }
+
+    private static let json: [UInt8] = Array("json".utf8)
 
     /// Records the PHI access audit entry once the body is through.
     private func auditRecorder(request: Request, launch: LaunchRecord, status: Int) -> @Sendable (Int64) -> Void {
