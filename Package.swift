@@ -48,7 +48,7 @@ let package = Package(
                 dependencies: ["Cryptography"],
                 swiftSettings: swiftSettings),
         .target(name: "PostgresStore",
-                dependencies: ["CLibPQ", "Sessions", "Cryptography",
+                dependencies: ["CLibPQ", "CLinux", "Sessions", "Cryptography",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "SMART",

@@ -1,6 +1,7 @@
 #ifndef SMART_BFF_CCURL_SHIM_H
 #define SMART_BFF_CCURL_SHIM_H
 #include <curl/curl.h>
+#include <sys/socket.h>
 
 /* curl_easy_setopt and curl_easy_getinfo are variadic; Swift cannot call them. These typed
    wrappers are the only way our Swift code sets options and reads information. */
@@ -11,12 +12,14 @@ static inline CURLcode bff_curl_setopt_callback(CURL *h, CURLoption o, size_t (*
 static inline CURLcode bff_curl_setopt_prereq(CURL *h, int (*f)(void *, char *, char *, int, int)) { return curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, f); }
 static inline CURLcode bff_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode bff_curl_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
-/* The socket of the transfer's connection, or CURL_SOCKET_BAD. */
-static inline curl_socket_t bff_curl_active_socket(CURL *h) {
-    curl_socket_t s = CURL_SOCKET_BAD;
-    if (curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK) return CURL_SOCKET_BAD;
-    return s;
+/* CURLOPT_OPENSOCKETFUNCTION: libcurl's own socket() call leaves out SOCK_CLOEXEC, so a
+   program started while a connection is open (posix_spawn, fork) would inherit it and keep
+   the connection open after libcurl closes its descriptor. */
+static curl_socket_t bff_curl_open_cloexec_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address) {
+    (void)clientp; (void)purpose;
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
+static inline CURLcode bff_curl_setopt_cloexec_sockets(CURL *h) { return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, bff_curl_open_cloexec_socket); }
 
 static inline CURLMcode bff_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
 static inline CURLMcode bff_curl_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }

@@ -4,9 +4,14 @@
    would change shared glibc definitions (fd_set) and clash with Glibc's module. */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <spawn.h>
 
 /* accept4 is declared only under _GNU_SOURCE; declare it ourselves. */
 struct sockaddr;
 extern int accept4(int fd, struct sockaddr *addr, unsigned int *addrlen, int flags);
 static inline int bff_accept4(int fd, int flags) { return accept4(fd, (struct sockaddr *)0, (unsigned int *)0, flags); }
+
+/* glibc 2.34+: the child closes every descriptor from `from` on. Not in Glibc's module. */
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+static inline int bff_spawn_close_from(posix_spawn_file_actions_t *actions, int from) { return posix_spawn_file_actions_addclosefrom_np(actions, from); }
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+internal import CLinux
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,6 +22,9 @@ public enum Subprocess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of ours: a server (PostgreSQL) started while connections are open
+        // would otherwise hold any descriptor not marked close-on-exec for its lifetime.
+        bff_spawn_close_from(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0

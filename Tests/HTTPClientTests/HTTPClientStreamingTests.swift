@@ -165,6 +165,39 @@ struct HTTPClientStreamingTests {
         withExtendedLifetime((client, body)) {}
     }
 
+    /// A program started while a transfer is open (the test run starts PostgreSQL, the demo
+    /// starts its cluster) must not inherit the transfer's socket: a child holding it would
+    /// keep the upstream connection open after the transfer ends.
+    @Test func childProcessesDoNotInheritUpstreamConnections() async throws {
+        let peerClosed = Gate()
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() } // the rest never comes
+        }
+        let client = HTTPClient()
+        let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/"))
+        var iterator = response.body.makeAsyncIterator()
+        #expect(try await iterator.next() == Array("0123456789".utf8))
+        // A plain posix_spawn, as any library might do, of a child that outlives the transfer.
+        let child = try spawnSleeper(seconds: 60)
+        defer { kill(child, SIGKILL); waitpid(child, nil, 0) }
+        response.body.cancel()
+        #expect(await peerClosed.opened(within: 20), "the child process kept the upstream connection open")
+        withExtendedLifetime(client) {}
+    }
+
+    /// Starts `/bin/sleep` with nothing but the default file actions.
+    private func spawnSleeper(seconds: Int) throws -> pid_t {
+        let words: [String] = ["/bin/sleep", String(seconds)]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/bin/sleep", nil, nil, argv, environ)
+        guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EINVAL) }
+        return pid
+    }
+
     @Test func droppingTheClientEndsBodiesStillArrivingWithCancelled() async throws {
         let peerClosed = Gate()
         let server = try ScriptedServer { connection in

@@ -204,14 +204,10 @@ final class CurlMulti: EventLoopHandler, @unchecked Sendable {
     }
 
     /// Stops a transfer before libcurl finished it. Its connection is closed, never cached:
-    /// the rest of the response would still be on it. The socket is also shut down here,
-    /// so the upstream sees the end at once: in rare full test runs the connection of a
-    /// removed transfer stayed open (cause not found in libcurl 7.88's removal path).
+    /// the rest of the response would still be on it.
     private func end(_ transfer: CurlTransfer, _ error: HTTPClientError) {
         let handle = transfer.easy.handle
         bff_curl_setopt_long(handle, CURLOPT_FORBID_REUSE, 1)
-        let fd = bff_curl_active_socket(handle)
-        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) } // libcurl still owns and closes it
         curl_multi_remove_handle(multi, handle)
         active[handle] = nil
         transfer.finish(.failure(error))

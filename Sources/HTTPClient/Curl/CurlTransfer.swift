@@ -81,6 +81,7 @@ final class CurlTransfer: @unchecked Sendable {
         bff_curl_setopt_ptr(h, CURLOPT_URL, request.url)
         bff_curl_setopt_ptr(h, CURLOPT_PROTOCOLS_STR, "http,https")
         bff_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1)
+        bff_curl_setopt_cloexec_sockets(h) // child processes never hold our connections
         bff_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0) // callers see redirects
         bff_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1)
         bff_curl_setopt_long(h, CURLOPT_PATH_AS_IS, 1) // the caller's path goes out unchanged
