@@ -34,11 +34,12 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
-# Counts the instructions process $1 retires during $2 seconds (hardware counter; prints 0
-# where perf cannot count). Run in the background beside the load; far steadier than CPU
-# time on a noisy machine, so it is the figure to compare code changes by.
+# Counts the instructions process $1 retires during $2 seconds (hardware counter; prints
+# n/a where perf cannot count, as on virtual machines without a PMU). Run in the background
+# beside the load; far steadier than CPU time on a noisy machine, so it is the figure to
+# compare code changes by.
 count_instructions() {
-  perf stat -x, -e instructions -p "$1" -- sleep "$2" 2>&1 >/dev/null | awk -F, '$3 == "instructions" || $3 ~ /^instructions/ { n = $1 } END { print n + 0 }'
+  perf stat -x, -e instructions -p "$1" -- sleep "$2" 2>&1 >/dev/null | awk -F, '$3 ~ /^instructions/ && $1 ~ /^[0-9]+$/ { n = $1 } END { print (n == "" ? "n/a" : n) }'
 }
 
 # Runs "$@" (one load run that prints its requests/s first, over $SECS seconds) while
@@ -49,7 +50,7 @@ measured_load() {
   c0=$(cpu_seconds "$pid")
   count_instructions "$pid" "$SECS" > "$WORK/insn" &
   out=$("$@"); c1=$(cpu_seconds "$pid"); wait $!; insn=$(cat "$WORK/insn")
-  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.2f %.2f", (b-a)*1e6/(x[1]*s), i/(x[1]*s)/1000 }')"
+  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.2f ", (b-a)*1e6/(x[1]*s); if (i == "n/a") print i; else printf "%.2f\n", i/(x[1]*s)/1000 }')"
 }
 
 wait_for_port() {
