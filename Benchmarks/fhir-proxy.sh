@@ -6,6 +6,8 @@
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
 # PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run.
 # LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
+# COMPARE_BINARY=path: also run that smart-bff build ("alt": same database, same session)
+#   in every round, right after this one: an A/B of two builds on the same machine state.
 source "$(dirname "$0")/lib.sh"
 CONNS=${1:-32}; SECS=${2:-5}; ROUNDS=${3:-3}
 build_release
@@ -38,9 +40,16 @@ nginx -c "$WORK/nginx.conf" & PIDS+=($!)
 "$BFF" sandbox --port $SANDBOX --public-url "http://127.0.0.1:$UP" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
   >/dev/null 2>&1 & PIDS+=($!)
 echo "[{\"iss\":\"http://127.0.0.1:$UP/fhir\",\"client_id\":\"bench\"}]" > "$WORK/issuers.json"
-BFF_LISTEN=127.0.0.1:$BFF_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$(openssl rand -base64 32) \
+TOKEN_KEY=$(openssl rand -base64 32)
+BFF_LISTEN=127.0.0.1:$BFF_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$TOKEN_KEY \
   "$BFF" serve 2>"$WORK/bff.log" & PIDS+=($!); BFF_PID=$!
 wait_for_port $UP; wait_for_port $SANDBOX; wait_for_port $BFF_PORT
+ALT_PORT=18305; WHO="bff nginx direct"
+if [ -n "${COMPARE_BINARY:-}" ]; then
+  BFF_LISTEN=127.0.0.1:$ALT_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$TOKEN_KEY \
+    "$COMPARE_BINARY" serve 2>"$WORK/alt.log" & PIDS+=($!); ALT_PID=$!
+  wait_for_port $ALT_PORT; WHO="bff alt nginx direct"
+fi
 # Sign in (standalone launch) with curl.
 JAR=$WORK/cookies
 auth=$(curl -s -o /dev/null -w '%{redirect_url}' -c "$JAR" "http://127.0.0.1:$BFF_PORT/login")
@@ -77,7 +86,7 @@ run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | 
     END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
 # cpu_us/req and kinsn/req (thousands of instructions retired per request): smart-bff's own for bff; the nginx worker's (proxy and upstream sides
 # together) for nginx; the same worker serving directly for direct.
-: > "$WORK/bff"; : > "$WORK/nginx"; : > "$WORK/direct"
+for who in $WHO; do : > "$WORK/$who"; done
 if [ -n "${PERF_DATA:-}" ]; then
   perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
@@ -86,16 +95,19 @@ fi
 measured() { measured_load "$2" run "$1"; }
 for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" "$BFF_PID" >> "$WORK/bff"
+  [ -z "${ALT_PID:-}" ] || measured "http://127.0.0.1:$ALT_PORT/fhir/Patient/bench" "$ALT_PID" >> "$WORK/alt"
   measured "http://127.0.0.1:$PROXY/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/nginx"
   measured "http://127.0.0.1:$UP/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/direct"
 done
-for who in bff nginx direct; do
+for who in $WHO; do
   printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%-6s kinsn/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
     "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)" \
     "$(cut -d' ' -f5 "$WORK/$who" | median)" "$(cut -d' ' -f6 "$WORK/$who" | median)"
 done
 b=$(cut -d' ' -f1 "$WORK/bff" | median); n=$(cut -d' ' -f1 "$WORK/nginx" | median)
 awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", b/n }'
+[ -z "${ALT_PID:-}" ] || awk -v b="$b" -v a="$(cut -d' ' -f1 "$WORK/alt" | median)" -v n="$n" \
+  'BEGIN { printf "ratio alt/nginx-proxy = %.2f, alt/smart-bff = %.2f\n", a/n, a/b }'
 awk -v a="$(cut -d' ' -f2 "$WORK/bff" | median)" -v d="$(cut -d' ' -f2 "$WORK/direct" | median)" \
     -v a99="$(cut -d' ' -f3 "$WORK/bff" | median)" -v d99="$(cut -d' ' -f3 "$WORK/direct" | median)" \
     'BEGIN { printf "added latency over direct: p50 %.3f ms, p99 %.3f ms\n", a-d, a99-d99 }'

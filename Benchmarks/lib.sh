@@ -25,6 +25,7 @@ start_postgres() {
 }
 
 build_release() {
+  if [ -n "${BFF_BINARY:-}" ]; then BFF=$BFF_BINARY; return; fi # A/B runs of builds kept aside
   (cd "$ROOT" && swift build -c release --scratch-path "${BENCH_SCRATCH:-.build}" --product smart-bff >&2)
   BFF="$ROOT/${BENCH_SCRATCH:-.build}/release/smart-bff"; return
 }
@@ -70,4 +71,4 @@ wrk_run() {
     END { printf "%.0f %.3f %.3f\n", rps, p50, p99 }'
 }
 
-median() { sort -n | awk '{ a[NR]=$1 } END { if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
+median() { sort -n | awk '{ a[NR]=$1 } END { if (a[1] !~ /^[0-9.]+$/) print a[1]; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
