@@ -73,7 +73,7 @@ let package = Package(
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swiftSettings),
-        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: swiftSettings),
+        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPCore", "BFFTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "BFFTesting"],
                     resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
         .testTarget(name: "CryptographyTests", dependencies: ["Cryptography"],

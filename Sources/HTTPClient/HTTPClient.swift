@@ -1,3 +1,4 @@
+import Synchronization
 import HTTPCore
 
 /// smart-bff's outbound HTTP client, over libcurl.
@@ -8,16 +9,19 @@ import HTTPCore
 /// - Only `http` and `https` URLs are accepted.
 /// - A body that ends before its declared end (Content-Length not reached, chunked
 ///   encoding not terminated) is an error (`isTruncated`), never a short success.
-/// - Blocking work never runs on the Swift concurrency pool: the client's own I/O thread
-///   drives every transfer through a libcurl multi handle, with libcurl's sockets and
-///   timers in an epoll set (the multi-socket interface), so each wake-up touches only the
-///   sockets that are ready.
+/// - Blocking work never runs on the Swift concurrency pool. Transfers run on event loops
+///   through libcurl multi handles, with libcurl's sockets and timers in the loop's epoll
+///   set (the multi-socket interface), so each wake-up touches only the sockets that are
+///   ready. A request made on one of the server's I/O threads (a request handler) runs on
+///   that thread's own multi handle and never leaves the thread; any other caller's runs
+///   on the client's own thread.
 ///
 /// libcurl honours the standard proxy environment variables (`https_proxy`, `no_proxy`, ...).
 /// Plain sockets never raise SIGPIPE; over TLS the process should ignore SIGPIPE, as
 /// smart-bff's main does.
 ///
-/// Create one client and share it: each has its own thread and connection cache.
+/// Create one client and share it: each has its own thread and connection caches (one per
+/// event loop it runs on).
 /// (URLSession on Linux reached only about 4k requests/s on our machines.)
 public final class HTTPClient: Sendable {
     public struct Configuration: Sendable {
@@ -38,9 +42,13 @@ public final class HTTPClient: Sendable {
     }
 
     public let configuration: Configuration
-    /// The client's I/O thread: an epoll set with libcurl's sockets and timers.
+    /// The client's I/O thread: an epoll set with libcurl's sockets and timers, for
+    /// callers that are not on an event loop.
     private let loop: EventLoop
     private let multi: CurlMulti
+    /// The multi handles on other event loops (the server's I/O threads), by loop; each is
+    /// made on its loop's thread by the first request from there.
+    private let loopMultis = Mutex<[ObjectIdentifier: CurlMulti]>([:])
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -59,6 +67,9 @@ public final class HTTPClient: Sendable {
         loop.execute {
             multi.close()
             loop.stop()
+        }
+        for other in loopMultis.withLock({ Array($0.values) }) {
+            other.loop.execute { other.close() }
         }
     }
 
@@ -82,7 +93,7 @@ public final class HTTPClient: Sendable {
     private func send<Result>(_ request: HTTPClientRequest, streaming: Bool,
                               delivery: @escaping (CheckedContinuation<Swift.Result<Result, HTTPClientError>, Never>) -> CurlTransfer.Delivery)
         async throws(HTTPClientError) -> Result {
-        let multi = self.multi
+        let multi = callersMulti()
         let transfer = try multi.makeTransfer(request, configuration: configuration, streaming: streaming)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -93,5 +104,19 @@ public final class HTTPClient: Sendable {
             multi.cancel(transfer)
         }
         return try result.get()
+    }
+
+    /// The multi handle of the event loop the caller runs on, made on first use; the
+    /// client's own for callers elsewhere. A request so stays on its handler's thread: no
+    /// hand-over to another thread and back, and no wake-ups between them.
+    private func callersMulti() -> CurlMulti {
+        guard let current = EventLoop.current, current !== loop else { return multi }
+        let key = ObjectIdentifier(current)
+        if let existing = loopMultis.withLock({ $0[key] }) { return existing }
+        // Only this loop's thread makes its handle, so no other can have added one meanwhile.
+        let made = CurlMulti(loop: current, configuration: configuration)
+        current.whenStopped { made.close() } // its cached connections go with the loop
+        loopMultis.withLock { $0[key] = made }
+        return made
     }
 }

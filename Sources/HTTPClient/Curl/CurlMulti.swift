@@ -8,10 +8,8 @@ import HTTPCore
 /// touches only the sockets that are ready (`curl_multi_poll` and `curl_multi_perform`
 /// went over every transfer each time).
 ///
-/// We also tried one such handle on each of the server's I/O threads, so that a handler's
-/// request never leaves its thread: throughput was about the same, but p99 latency grew from
-/// about 2 ms to 10-100 ms, for a cause we did not find. So the client keeps a thread of
-/// its own.
+/// `HTTPClient` keeps one on its own thread and one on each server I/O thread it is called
+/// from, so that a request handler's upstream request never leaves the handler's thread.
 ///
 /// Everything here runs on `loop`'s thread, except `submit`, `cancel` and `resume`, which
 /// post to it when called from elsewhere. Hence `@unchecked Sendable`.

@@ -34,6 +34,8 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// Descriptors other than connections, by descriptor.
     private var handlers: [Int32: any EventLoopHandler] = [:]
     private var timers: [EventLoopTimer] = []
+    /// Run on the loop thread once the loop has stopped (see `whenStopped`).
+    private var stopActions: [() -> Void] = []
     private(set) var connectionCount = 0
     private var running = true
     private var listenerFD: Int32 = -1
@@ -77,6 +79,19 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Whether the caller runs on this loop's thread.
     package var inLoop: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// The loop whose thread the caller runs on, if any (a request handler's, for instance).
+    package static var current: EventLoop? {
+        guard let loop = pthread_getspecific(currentKey) else { return nil }
+        return Unmanaged<EventLoop>.fromOpaque(loop).takeUnretainedValue()
+    }
+
+    /// The thread-specific slot behind `current`, made once per process.
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        return key
+    }()
 
     /// Runs `work` on the loop thread soon (never inline). Safe from any thread.
     package func execute(_ work: @escaping @Sendable () -> Void) {
@@ -180,6 +195,13 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         return timer
     }
 
+    /// Loop thread: runs `action` on this thread once the loop has stopped, after its
+    /// connections closed (for what other modules keep on the loop, such as a client's
+    /// cached connections).
+    package func whenStopped(_ action: @escaping () -> Void) {
+        stopActions.append(action)
+    }
+
     /// Loop thread: forgets `timer`.
     package func removeTimer(_ timer: EventLoopTimer) {
         timers.removeAll { $0 === timer }
@@ -196,6 +218,9 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         defer { events.deallocate() }
         var nextTick = now + 0.25
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        // Unretained: the thread's closure holds the loop until `run` returns.
+        pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
+        defer { pthread_setspecific(Self.currentKey, nil) }
         while running {
             runLocalWork()
             let wake = min(nextTick, nextTimerDeadline())
@@ -213,6 +238,9 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
         runLocalWork()
         forEachConnection { remove($0) }
+        let actions = stopActions
+        stopActions = []
+        for action in actions { action() }
         stopped.signal()
     }
 
