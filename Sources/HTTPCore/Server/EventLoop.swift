@@ -170,14 +170,19 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// Loop thread: delivers `events` (EPOLLIN, EPOLLOUT, ...) on `fd` to `handler`, replacing
     /// what was watched on `fd` before. Level-triggered.
     package func watch(_ fd: Int32, events: UInt32, handler: any EventLoopHandler) {
-        handlers[fd] = handler
+        let watched = handlers.updateValue(handler, forKey: fd) != nil
         var event = epoll_event()
         event.events = events
         event.data.fd = fd
-        // A descriptor closed without `unwatch` left the epoll set by itself, and its number
-        // may come back: add or modify, whichever the set needs.
-        if epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event) != 0 && errno == ENOENT {
-            epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+        // Modify what is watched, add what is new (one system call either way). A descriptor
+        // closed without `unwatch` left the epoll set by itself and its number may come back,
+        // so either may find the set otherwise: then the other one does.
+        if watched {
+            if epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event) != 0 && errno == ENOENT {
+                epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+            }
+        } else if epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) != 0 && errno == EEXIST {
+            epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
         }
     }
 
