@@ -140,11 +140,7 @@ struct HTTPClientStreamingTests {
     @Test func cancellingTheConsumingTaskEndsTheBodyWithCancelled() async throws {
         let firstPiece = Gate()
         let peerClosed = Gate()
-        let server = try ScriptedServer { connection in
-            guard connection.readRequest() != nil else { return }
-            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
-            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() } // the rest never comes
-        }
+        let server = try tenBytesThenWait(openingOnClose: peerClosed)
         let client = HTTPClient()
         let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/"))
         let body = response.body // kept to the end: the cancellation, not a drop, must end the transfer
@@ -170,11 +166,7 @@ struct HTTPClientStreamingTests {
     /// keep the upstream connection open after the transfer ends.
     @Test func childProcessesDoNotInheritUpstreamConnections() async throws {
         let peerClosed = Gate()
-        let server = try ScriptedServer { connection in
-            guard connection.readRequest() != nil else { return }
-            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
-            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() } // the rest never comes
-        }
+        let server = try tenBytesThenWait(openingOnClose: peerClosed)
         let client = HTTPClient()
         let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/"))
         var iterator = response.body.makeAsyncIterator()
@@ -185,6 +177,17 @@ struct HTTPClientStreamingTests {
         response.body.cancel()
         #expect(await peerClosed.opened(within: 20), "the child process kept the upstream connection open")
         withExtendedLifetime(client) {}
+    }
+
+    /// A server that answers with the head of a 1 000-byte body and its first ten bytes
+    /// ("0123456789"), never sends the rest, and opens `peerClosed` once the client closes
+    /// the connection.
+    private func tenBytesThenWait(openingOnClose peerClosed: Gate) throws -> ScriptedServer {
+        try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() }
+        }
     }
 
     /// Starts `/bin/sleep` with nothing but the default file actions.
@@ -200,11 +203,7 @@ struct HTTPClientStreamingTests {
 
     @Test func droppingTheClientEndsBodiesStillArrivingWithCancelled() async throws {
         let peerClosed = Gate()
-        let server = try ScriptedServer { connection in
-            guard connection.readRequest() != nil else { return }
-            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
-            if connection.waitForPeerClose(seconds: 120) { peerClosed.open() } // the rest never comes
-        }
+        let server = try tenBytesThenWait(openingOnClose: peerClosed)
         var client: HTTPClient? = HTTPClient()
         let response = try await client!.stream(HTTPClientRequest(url: server.baseURL + "/"))
         var iterator = response.body.makeAsyncIterator()
