@@ -41,7 +41,10 @@ public final class RawHTTPClient: @unchecked Sendable {
     public init(host: String = "127.0.0.1", port: Int, timeout: Double = 10) throws {
         self.timeout = timeout
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        guard fd >= 0 else {
+            closed = true // nothing for deinit to close
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
@@ -51,7 +54,10 @@ public final class RawHTTPClient: @unchecked Sendable {
         }
         guard rc == 0 else {
             let code = POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED
-            Glibc.close(fd)
+            // Through close(), which deinit (it runs when an init throws) will not repeat: a
+            // second close could hit a descriptor another thread has opened meanwhile (it
+            // broke the test run's PostgreSQL connections at random).
+            close()
             throw POSIXError(code)
         }
         var one: Int32 = 1

@@ -32,7 +32,7 @@ final class ScriptedServer: Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(fd, 512) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        guard bound == 0, listen(fd, 512) == 0 else { Glibc.close(fd); throw POSIXError(.EADDRINUSE) }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
@@ -70,12 +70,23 @@ final class ScriptedServer: Sendable {
     /// Stops accepting and closes every connection.
     func shutdown() {
         Glibc.shutdown(listener, Int32(SHUT_RDWR))
-        for fd in open.withLock({ $0 }) { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        // Under the lock that closing takes: a descriptor closed meanwhile could already be
+        // another thread's (a test's PostgreSQL connection, say).
+        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
+    }
+
+    /// Closes an accepted connection's descriptor and forgets it, so that `shutdown` never
+    /// touches the number once it may be reused.
+    fileprivate func close(connection fd: Int32) {
+        open.withLock { open in
+            open.removeAll { $0 == fd }
+            Glibc.close(fd)
+        }
     }
 
     deinit {
         shutdown()
-        close(listener)
+        Glibc.close(listener)
     }
 
     fileprivate func record(_ request: ReceivedRequest) { received.withLock { $0.append(request) } }
@@ -173,7 +184,7 @@ final class ServerConnection: @unchecked Sendable {
 
     func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        Glibc.close(fd)
+        server.close(connection: fd)
     }
 }
 
