@@ -115,7 +115,10 @@ public final class HTTPClient: Sendable {
         if let existing = loopMultis.withLock({ $0[key] }) { return existing }
         // Only this loop's thread makes its handle, so no other can have added one meanwhile.
         let made = CurlMulti(loop: current, configuration: configuration)
-        current.whenStopped { made.close() } // its cached connections go with the loop
+        current.whenStopped { [weak self] in // its cached connections go with the loop
+            made.close()
+            self?.loopMultis.withLock { $0[key] = nil } // and the loop itself can go
+        }
         loopMultis.withLock { $0[key] = made }
         return made
     }

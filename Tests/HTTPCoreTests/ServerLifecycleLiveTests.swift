@@ -1,6 +1,7 @@
 import BFFTesting
 import Foundation
 @testable import HTTPCore
+import Synchronization
 import Testing
 
 /// Graceful shutdown and many concurrent clients.
@@ -66,6 +67,63 @@ struct ServerLifecycleLiveTests {
         #expect(closed)
     }
 
+    /// A handler still waiting when the server stops resumes later on its I/O thread's
+    /// executor: that loop must outlive it (a freed loop would be used after free), while
+    /// a stopped server's loops with nothing pending must go (their epoll sets, buffers).
+    @Test("a stopped server's I/O threads go, except while a handler still waits on one")
+    func stoppedLoopsAreFreedOnlyWhenNothingWaits() async throws {
+        let seen = SeenLoops()
+        let release = Gate()
+        var router = Router()
+        router.get("/quick") { _ in
+            if let loop = EventLoop.current { seen.add(loop, waiting: false) }
+            return .text("ok")
+        }
+        router.get("/waits") { _ in
+            if let loop = EventLoop.current { seen.add(loop, waiting: true) }
+            while !release.isOpen { try? await Task.sleep(for: .milliseconds(10)) }
+            return .text("late")
+        }
+        var server: HTTPServer? = try TestHTTPServer.start(router: router) { $0.eventLoops = 1 }
+        let port = server!.port
+        let quick = try await runBlocking { () throws -> RawHTTPClient.RawResponse? in
+            let c = try RawHTTPClient(port: port)
+            defer { c.close() }
+            c.send(get("/quick"))
+            return c.readResponse()
+        }
+        #expect(quick?.status == 200)
+        let waiting = try await runBlocking { () throws -> RawHTTPClient in
+            let c = try RawHTTPClient(port: port)
+            c.send(get("/waits"))
+            Thread.sleep(forTimeInterval: 0.1)
+            return c
+        }
+        await server?.shutdown(gracePeriod: .milliseconds(100))
+        server = nil
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(seen.alive(waiting: true) == 1, "the loop went while a handler on it was still waiting")
+        release.open() // the handler's next step is enqueued on the stopped loop, and never runs
+        try await Task.sleep(for: .milliseconds(100))
+        waiting.close()
+
+        // A second server whose handlers all finished: its loop goes once it stopped.
+        var second: HTTPServer? = try TestHTTPServer.start(router: router) { $0.eventLoops = 1 }
+        let secondPort = second!.port
+        let reply = try await runBlocking { () throws -> RawHTTPClient.RawResponse? in
+            let c = try RawHTTPClient(port: secondPort)
+            defer { c.close() }
+            c.send(get("/quick"))
+            return c.readResponse()
+        }
+        #expect(reply?.status == 200)
+        await second?.shutdown(gracePeriod: .milliseconds(100))
+        second = nil
+        let deadline = ContinuousClock.now + .seconds(30)
+        while seen.alive(waiting: false) > 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(seen.alive(waiting: false) == 1, "a stopped loop with nothing pending was kept") // the first server's stays
+    }
+
     @Test("200 concurrent clients × 20 requests each all succeed")
     func concurrentClients() async throws {
         try await withLiveServer { server in
@@ -90,4 +148,24 @@ struct ServerLifecycleLiveTests {
             #expect(counts.reduce(0, +) == 4000)
         }
     }
+}
+
+/// Weak references to the event loops handlers ran on, by whether the handler waits.
+private final class SeenLoops: Sendable {
+    private struct Seen { weak var loop: EventLoop?; let waiting: Bool }
+    private let seen = Mutex<[Seen]>([])
+    func add(_ loop: EventLoop, waiting: Bool) { seen.withLock { $0.append(Seen(loop: loop, waiting: waiting)) } }
+    /// How many distinct loops seen by waiting (or quick) handlers still exist.
+    func alive(waiting: Bool) -> Int {
+        seen.withLock { all in
+            Set(all.filter { $0.waiting == waiting }.compactMap { $0.loop.map(ObjectIdentifier.init) }).count
+        }
+    }
+}
+
+/// A flag one side opens and the other polls.
+private final class Gate: Sendable {
+    private let opened = Atomic(false)
+    func open() { opened.store(true, ordering: .releasing) }
+    var isOpen: Bool { opened.load(ordering: .acquiring) }
 }

@@ -39,7 +39,6 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     private(set) var connectionCount = 0
     private var running = true
     private var listenerFD: Int32 = -1
-    private var thread: Thread?
     private let stopped = DispatchSemaphore(value: 0)
     /// The server whose connections this loop serves; nil on a loop of its own (a client's).
     unowned(unsafe) var server: HTTPServer?
@@ -70,10 +69,11 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     }
 
     package func start(name: String) {
+        // The thread holds the loop until `run` returns; the loop does not hold the thread
+        // (that cycle kept every stopped loop, its epoll set and buffers, forever).
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.stackSize = 1 << 20
-        self.thread = thread
         thread.start()
     }
 
