@@ -58,6 +58,10 @@ public final class PostgresCluster: Sendable {
         }
         var configuration = ConnectionPool.Configuration()
         configuration.size = 1
+        // Generous, as in TestDatabase: at the busiest moments of a parallel run on a slow
+        // machine, connecting took longer than the 3 s default.
+        configuration.connectTimeoutSeconds = 30
+        configuration.acquireTimeout = .seconds(30)
         let pool = ConnectionPool(url: url(), configuration: configuration)
         defer { pool.close() }
         // An identifier cannot be a bound parameter; `name` was checked above.

@@ -18,10 +18,13 @@ public struct TestDatabase: Sendable {
 
     public static func make(poolSize: Int = 8) async throws -> TestDatabase {
         let cluster = try await PostgresCluster.shared()
-        let url = try await cluster.createDatabase()
+        // Generous timeouts: tests assert outcomes, not waiting times, and CI machines are
+        // loaded. A connection to the local cluster took over 3 s (the pool's default connect
+        // timeout) at the busiest moments of a parallel run on a slow machine. In the URL, so
+        // that it also holds for the pools smart-bff instances under test make from it.
+        let url = try await cluster.createDatabase() + "&connect_timeout=30"
         var configuration = ConnectionPool.Configuration()
         configuration.size = poolSize
-        // Generous: tests assert outcomes, not waiting times, and CI machines are loaded.
         configuration.acquireTimeout = .seconds(30)
         let pool = ConnectionPool(url: url, configuration: configuration)
         try await Migrator(directory: RepositoryPaths.migrations).migrate(pool)
