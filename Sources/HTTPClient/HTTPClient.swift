@@ -31,7 +31,9 @@ public final class HTTPClient: Sendable {
         /// and between pieces of the body. Time a streaming consumer spends behind (with
         /// reading paused) does not count. Default 30 s.
         public var readTimeout: Duration = .seconds(30)
-        /// Connections at most per upstream host; further requests wait for one. Default 64.
+        /// Connections at most per upstream host on each event loop the client runs on (the
+        /// client's own and each server I/O thread it is called from, each with its own
+        /// connection cache); further requests on that loop wait for one. Default 64.
         public var maxConnectionsPerHost = 64
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
