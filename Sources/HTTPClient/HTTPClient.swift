@@ -31,9 +31,10 @@ public final class HTTPClient: Sendable {
         /// and between pieces of the body. Time a streaming consumer spends behind (with
         /// reading paused) does not count. Default 30 s.
         public var readTimeout: Duration = .seconds(30)
-        /// Connections at most per upstream host on each event loop the client runs on (the
-        /// client's own and each server I/O thread it is called from, each with its own
-        /// connection cache); further requests on that loop wait for one. Default 64.
+        /// Connections at most per upstream host; further requests wait for one. Each event
+        /// loop the client runs on keeps its own connections: a server's I/O threads share
+        /// this number evenly (at least one each), and the client's own thread (callers
+        /// outside request handlers) has as many again. Default 64.
         public var maxConnectionsPerHost = 64
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
@@ -116,7 +117,9 @@ public final class HTTPClient: Sendable {
         let key = ObjectIdentifier(current)
         if let existing = loopMultis.withLock({ $0[key] }) { return existing }
         // Only this loop's thread makes its handle, so no other can have added one meanwhile.
-        let made = CurlMulti(loop: current, configuration: configuration)
+        var share = configuration
+        share.maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / current.groupSize)
+        let made = CurlMulti(loop: current, configuration: share)
         current.whenStopped { [weak self] in // its cached connections go with the loop
             made.close()
             self?.loopMultis.withLock { $0[key] = nil } // and the loop itself can go

@@ -69,6 +69,35 @@ struct HTTPClientOnServerLoopTests {
         withExtendedLifetime(client) {}
     }
 
+    /// An EHR sees at most `maxConnectionsPerHost` connections from the server's I/O threads
+    /// together, not that many from each.
+    @Test func theServersThreadsShareTheConnectionLimit() async throws {
+        let upstream = try ScriptedServer { connection in
+            while connection.readRequest() != nil {
+                Thread.sleep(forTimeInterval: 0.05) // requests pile up behind a slow answer
+                guard connection.write("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndata") else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 4
+        let client = HTTPClient(configuration: configuration)
+        // One of a server's four I/O threads (a loop that knows it is one of four).
+        let loop = try EventLoop(application: nil, groupSize: 4)
+        loop.start(name: "test-io")
+        defer { loop.execute { loop.stop() } }
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 {
+                group.addTask(executorPreference: loop) {
+                    try await client.execute(HTTPClientRequest(url: upstream.baseURL + "/data")).status
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 8))
+        #expect(upstream.connectionCount == 1, "one of four threads may hold a quarter of the 4 connections")
+        withExtendedLifetime(client) {}
+    }
+
     @Test func aStoppedServersThreadsAreNotKeptByTheClient() async throws {
         let upstream = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndata" }
         let client = HTTPClient() // lives on, as a process's client does across servers

@@ -44,6 +44,9 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     unowned(unsafe) var server: HTTPServer?
     /// What this loop's connections answer with (this loop's own instance); nil without a server.
     let application: HTTPApplication?
+    /// How many loops share the work this one does (a server's I/O threads; 1 for a loop of
+    /// its own), for what is limited per process and kept per loop, such as connections.
+    package let groupSize: Int
     /// The `Date` header value, refreshed once a second.
     private(set) var dateHeader: [UInt8] = []
     private var dateSecond = 0
@@ -51,8 +54,9 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     package private(set) var now: Double = 0
     let scratch: UnsafeMutableRawBufferPointer
 
-    package init(application: HTTPApplication?) throws(SocketError) {
+    package init(application: HTTPApplication?, groupSize: Int = 1) throws(SocketError) {
         self.application = application
+        self.groupSize = max(1, groupSize)
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw .makeFailed("epoll_create1") }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))

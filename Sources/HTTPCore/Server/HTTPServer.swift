@@ -48,7 +48,7 @@ public final class HTTPServer: @unchecked Sendable {
         listenerFD = fd
         port = boundPort
         for index in 0..<configuration.eventLoops {
-            let loop = try EventLoop(application: makeApplication())
+            let loop = try EventLoop(application: makeApplication(), groupSize: configuration.eventLoops)
             loop.server = self
             loops.append(loop)
             loop.startAccepting(fd)
