@@ -6,14 +6,22 @@ import Synchronization
 /// Buffers PHI access audit entries and writes them in batches, so that the FHIR hot path
 /// does not wait for a commit per request. Entries are flushed every 200 ms, at 200
 /// entries, and at shutdown. `record` only appends under a lock: no task per entry.
+///
+/// A failed write keeps its entries and is retried on its own, 0.5 s later at first and
+/// then at doubling intervals up to 30 s, until the database takes them: the trail does not
+/// depend on later requests to be written.
 public final class AuditWriter: Sendable {
     static let batchSize = 200
     static let interval: Duration = .milliseconds(200)
+    static let firstRetry: Duration = .milliseconds(500)
+    static let longestRetry: Duration = .seconds(30)
 
     private struct State {
         var buffer: [AuditEntry] = []
         /// A flush is scheduled or running; it takes whatever is buffered when it starts.
         var flushScheduled = false
+        /// Writes failed in a row; while nonzero, only the retry schedule flushes.
+        var failures = 0
     }
 
     private let store: any SessionStore
@@ -29,19 +37,22 @@ public final class AuditWriter: Sendable {
     public func record(_ entry: AuditEntry) {
         let schedule: Duration? = state.withLock { state in
             state.buffer.append(entry)
-            if state.buffer.count >= AuditWriter.batchSize { state.flushScheduled = true; return .zero }
+            if state.buffer.count >= AuditWriter.batchSize && state.failures == 0 { state.flushScheduled = true; return .zero }
             if state.flushScheduled { return nil }
             state.flushScheduled = true
             return AuditWriter.interval
         }
-        guard let schedule else { return }
+        if let schedule { flush(after: schedule) }
+    }
+
+    private func flush(after delay: Duration) {
         Task { [self] in
-            if schedule > .zero { try? await Task.sleep(for: schedule) }
+            if delay > .zero { try? await Task.sleep(for: delay) }
             await flush()
         }
     }
 
-    /// Writes everything buffered; on failure the entries are kept for the next flush.
+    /// Writes everything buffered; on failure the entries are kept and a retry is scheduled.
     /// (Rows carry their own time, so two batches may be written concurrently.)
     public func flush() async {
         let batch = state.withLock { state in
@@ -52,9 +63,25 @@ public final class AuditWriter: Sendable {
         guard !batch.isEmpty else { return }
         do {
             try await store.appendAudit(batch)
+            state.withLock { $0.failures = 0 }
         } catch {
-            logger.error("audit write failed; will retry", metadata: ["audit.entries": .stringConvertible(batch.count)])
-            state.withLock { $0.buffer.insert(contentsOf: batch, at: 0) }
+            let retry: Duration? = state.withLock { state in
+                state.buffer.insert(contentsOf: batch, at: 0)
+                state.failures += 1
+                if state.flushScheduled { return nil } // a flush is already on its way
+                state.flushScheduled = true
+                return AuditWriter.retryDelay(afterFailures: state.failures)
+            }
+            logger.error("audit write failed; will retry", metadata: [
+                "audit.entries": .stringConvertible(batch.count),
+                "audit.retry_in": .string(retry.map { "\($0)" } ?? "at the next flush"),
+            ])
+            if let retry { flush(after: retry) }
         }
+    }
+
+    /// 0.5 s, 1 s, 2 s, ... up to 30 s.
+    static func retryDelay(afterFailures failures: Int) -> Duration {
+        min(longestRetry, firstRetry * (1 << min(max(failures - 1, 0), 10)))
     }
 }
