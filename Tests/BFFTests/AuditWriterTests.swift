@@ -2,7 +2,6 @@ import BFF
 import BFFTesting
 import Foundation
 import Logging
-import PostgresStore
 import Sessions
 import Testing
 
@@ -13,14 +12,8 @@ struct AuditWriterTests {
         let database = try await TestDatabase.make(poolSize: 2)
         let logs = LogSink()
         let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test") { JSONLogHandler(label: $0, sink: logs) })
-        let url = database.url
-        let name = String(url[url.range(of: ":///")!.upperBound..<url.firstIndex(of: "?")!])
-        let admin = PostgresStoreAdmin.pool(url.replacingOccurrences(of: ":///" + name + "?", with: ":///postgres?"))
-        defer { admin.close() }
 
-        // The database goes away: no new connections, and the pool's are cut.
-        try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS false")
-        try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(name)")
+        try await PostgresStoreAdmin.takeAway(database.url)
         writer.record(AuditEntry(at: Date(), launchHash: "launch-hash", iss: "https://ehr.example/fhir", sub: "practitioner-1",
                                  fhirUser: nil, patient: "pat-1", method: "GET", pathAndQuery: "/Patient/pat-1",
                                  upstreamStatus: 200, bytes: 1398))
@@ -31,7 +24,7 @@ struct AuditWriterTests {
         #expect(logs.captured.contains { $0.contains("audit write failed") }, "the write did not fail while the database was away")
 
         // Back, and nothing else happens: the writer must try again by itself.
-        try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS true")
+        try await PostgresStoreAdmin.bringBack(database.url)
         var written: [AuditEntry] = []
         while written.isEmpty && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))

@@ -28,14 +28,10 @@ struct OperationsTests {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        let url = h.database.url
-        let name = String(url[url.range(of: ":///")!.upperBound..<url.firstIndex(of: "?")!])
-        let admin = PostgresStoreAdmin.pool(url.replacingOccurrences(of: ":///" + name + "?", with: ":///postgres?"))
-        try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS false")
-        try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(name)")
+        try await PostgresStoreAdmin.takeAway(h.database.url)
         #expect(try await browser.request(h.baseURL + "/readyz").status == 503)
         #expect(try await browser.request(h.baseURL + "/healthz").status == 200)
-        try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS true")
+        try await PostgresStoreAdmin.bringBack(h.database.url)
         var status = 0
         for _ in 0..<30 where status != 200 {
             status = try await browser.request(h.baseURL + "/readyz").status

@@ -1,6 +1,5 @@
 import BFFTesting
 import Foundation
-import Synchronization
 import HTTPClient
 import HTTPCore
 import Testing
@@ -11,10 +10,11 @@ import Testing
 @Suite("HTTPClient inside request handlers")
 struct HTTPClientOnServerLoopTests {
     /// Starts a server whose `GET /via` fetches `upstream` with `client` and answers with
-    /// the upstream's body.
-    private func startProxy(to upstream: String, client: HTTPClient) throws -> HTTPServer {
+    /// the upstream's body, noting in `seen` the I/O thread it ran on.
+    private func startProxy(to upstream: String, client: HTTPClient, seen: SeenEventLoops? = nil) throws -> HTTPServer {
         var router = Router()
         router.get("/via") { _ in
+            seen?.addCurrent()
             let response = try await client.execute(HTTPClientRequest(url: upstream + "/data"))
             return Response(status: HTTPStatus(code: response.status), contentType: "text/plain", body: response.body)
         }
@@ -101,32 +101,17 @@ struct HTTPClientOnServerLoopTests {
     @Test func aStoppedServersThreadsAreNotKeptByTheClient() async throws {
         let upstream = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndata" }
         let client = HTTPClient() // lives on, as a process's client does across servers
-        let seen = SeenLoops()
-        var router = Router()
-        router.get("/via") { _ in
-            if let loop = EventLoop.current { seen.add(loop) }
-            let response = try await client.execute(HTTPClientRequest(url: upstream.baseURL + "/data"))
-            return Response(status: HTTPStatus(code: response.status), contentType: "text/plain", body: response.body)
-        }
-        var server: HTTPServer? = try TestHTTPServer.start(router: router)
+        let seen = SeenEventLoops()
+        var server: HTTPServer? = try startProxy(to: upstream.baseURL, client: client, seen: seen)
         let reply = try await fetchVia(port: server!.port)
         #expect(reply?.text == "data")
-        #expect(seen.alive == 1)
+        #expect(seen.alive() == 1)
 
         await server?.shutdown(gracePeriod: .milliseconds(200))
         server = nil
         let deadline = ContinuousClock.now + .seconds(30)
-        while seen.alive > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(seen.alive == 0, "the client still holds the stopped server's I/O thread (its epoll set, its buffers)")
+        while seen.alive() > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(seen.alive() == 0, "the client still holds the stopped server's I/O thread (its epoll set, its buffers)")
         withExtendedLifetime(client) {}
     }
-}
-
-/// Weak references to the event loops handlers ran on.
-private final class SeenLoops: Sendable {
-    private struct Weak { weak var loop: EventLoop? }
-    private let loops = Mutex<[Weak]>([])
-    func add(_ loop: EventLoop) { loops.withLock { $0.append(Weak(loop: loop)) } }
-    /// How many of them still exist.
-    var alive: Int { loops.withLock { $0.filter { $0.loop != nil }.count } }
 }

@@ -72,56 +72,55 @@ struct ServerLifecycleLiveTests {
     /// a stopped server's loops with nothing pending must go (their epoll sets, buffers).
     @Test("a stopped server's I/O threads go, except while a handler still waits on one")
     func stoppedLoopsAreFreedOnlyWhenNothingWaits() async throws {
-        let seen = SeenLoops()
-        let release = Gate()
+        let seen = SeenEventLoops()
+        let release = Atomic(false)
         var router = Router()
         router.get("/quick") { _ in
-            if let loop = EventLoop.current { seen.add(loop, waiting: false) }
+            seen.addCurrent(tag: "quick")
             return .text("ok")
         }
         router.get("/waits") { _ in
-            if let loop = EventLoop.current { seen.add(loop, waiting: true) }
-            while !release.isOpen { try? await Task.sleep(for: .milliseconds(10)) }
+            seen.addCurrent(tag: "waits")
+            while !release.load(ordering: .acquiring) { try? await Task.sleep(for: .milliseconds(10)) }
             return .text("late")
         }
         var server: HTTPServer? = try TestHTTPServer.start(router: router) { $0.eventLoops = 1 }
+        #expect(try await getOnce("/quick", port: server!.port)?.status == 200)
         let port = server!.port
-        let quick = try await runBlocking { () throws -> RawHTTPClient.RawResponse? in
-            let c = try RawHTTPClient(port: port)
-            defer { c.close() }
-            c.send(get("/quick"))
-            return c.readResponse()
-        }
-        #expect(quick?.status == 200)
         let waiting = try await runBlocking { () throws -> RawHTTPClient in
             let c = try RawHTTPClient(port: port)
             c.send(get("/waits"))
-            Thread.sleep(forTimeInterval: 0.1)
             return c
         }
+        defer { waiting.close() }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while seen.alive(tag: "waits") == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         await server?.shutdown(gracePeriod: .milliseconds(100))
         server = nil
         try await Task.sleep(for: .milliseconds(300))
-        #expect(seen.alive(waiting: true) == 1, "the loop went while a handler on it was still waiting")
-        release.open() // the handler's next step is enqueued on the stopped loop, and never runs
+        #expect(seen.alive(tag: "waits") == 1, "the loop went while a handler on it was still waiting")
+        // The handler's next step is enqueued on the stopped loop and never runs; were the
+        // loop freed, this is where it would be used after free.
+        release.store(true, ordering: .releasing)
         try await Task.sleep(for: .milliseconds(100))
-        waiting.close()
 
         // A second server whose handlers all finished: its loop goes once it stopped.
         var second: HTTPServer? = try TestHTTPServer.start(router: router) { $0.eventLoops = 1 }
-        let secondPort = second!.port
-        let reply = try await runBlocking { () throws -> RawHTTPClient.RawResponse? in
-            let c = try RawHTTPClient(port: secondPort)
-            defer { c.close() }
-            c.send(get("/quick"))
-            return c.readResponse()
-        }
-        #expect(reply?.status == 200)
+        #expect(try await getOnce("/quick", port: second!.port)?.status == 200)
         await second?.shutdown(gracePeriod: .milliseconds(100))
         second = nil
-        let deadline = ContinuousClock.now + .seconds(30)
-        while seen.alive(waiting: false) > 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(seen.alive(waiting: false) == 1, "a stopped loop with nothing pending was kept") // the first server's stays
+        while seen.alive(tag: "quick") > 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(seen.alive(tag: "quick") == 1, "a stopped loop with nothing pending was kept") // the first server's stays
+    }
+
+    /// `GET path` on a connection of its own.
+    private func getOnce(_ path: String, port: Int) async throws -> RawHTTPClient.RawResponse? {
+        try await runBlocking {
+            let c = try RawHTTPClient(port: port)
+            defer { c.close() }
+            c.send(get(path))
+            return c.readResponse()
+        }
     }
 
     @Test("200 concurrent clients × 20 requests each all succeed")
@@ -148,24 +147,4 @@ struct ServerLifecycleLiveTests {
             #expect(counts.reduce(0, +) == 4000)
         }
     }
-}
-
-/// Weak references to the event loops handlers ran on, by whether the handler waits.
-private final class SeenLoops: Sendable {
-    private struct Seen { weak var loop: EventLoop?; let waiting: Bool }
-    private let seen = Mutex<[Seen]>([])
-    func add(_ loop: EventLoop, waiting: Bool) { seen.withLock { $0.append(Seen(loop: loop, waiting: waiting)) } }
-    /// How many distinct loops seen by waiting (or quick) handlers still exist.
-    func alive(waiting: Bool) -> Int {
-        seen.withLock { all in
-            Set(all.filter { $0.waiting == waiting }.compactMap { $0.loop.map(ObjectIdentifier.init) }).count
-        }
-    }
-}
-
-/// A flag one side opens and the other polls.
-private final class Gate: Sendable {
-    private let opened = Atomic(false)
-    func open() { opened.store(true, ordering: .releasing) }
-    var isOpen: Bool { opened.load(ordering: .acquiring) }
 }
