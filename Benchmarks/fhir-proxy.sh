@@ -4,7 +4,9 @@
 # FHIR JSON; plus the upstream directly, for the added latency. The sandbox sits behind the
 # upstream nginx for the SMART login. Alternating rounds; medians and ratios.
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
-# PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run.
+# PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run
+#   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libcurl, which lack frame
+#   pointers; PERF_FREQ=samples per second, default 4000).
 # LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
 # COMPARE_BINARY=path: also run that smart-bff build ("alt": same database, same session)
 #   in every round, right after this one: an A/B of two builds on the same machine state.
@@ -88,11 +90,15 @@ run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | 
 # together) for nginx; the same worker serving directly for direct.
 for who in $WHO; do : > "$WORK/$who"; done
 if [ -n "${PERF_DATA:-}" ]; then
-  perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
+  perf record -q --call-graph "${PERF_CALL_GRAPH:-fp}" -F "${PERF_FREQ:-4000}" -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
 fi
-# One run against $1, with the CPU time and instructions process $2 spent per request.
-measured() { measured_load "$2" run "$1"; }
+# One run against $1, with the CPU time and instructions process $2 spent per request, and
+# the CPU time PostgreSQL spent per request meanwhile (the audit trail's writes).
+measured() {
+  local p0 out; p0=$(pg_cpu_seconds); out=$(measured_load "$2" run "$1")
+  echo "$out $(awk -v a="$p0" -v b="$(pg_cpu_seconds)" -v o="$out" -v s="$SECS" 'BEGIN { split(o, x, " "); printf "%.2f", (b-a)*1e6/(x[1]*s) }')"
+}
 for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" "$BFF_PID" >> "$WORK/bff"
   [ -z "${ALT_PID:-}" ] || measured "http://127.0.0.1:$ALT_PORT/fhir/Patient/bench" "$ALT_PID" >> "$WORK/alt"
@@ -100,9 +106,9 @@ for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$UP/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/direct"
 done
 for who in $WHO; do
-  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%-6s kinsn/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
+  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%-6s db_us/req=%-6s kinsn/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
     "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)" \
-    "$(cut -d' ' -f5 "$WORK/$who" | median)" "$(cut -d' ' -f6 "$WORK/$who" | median)"
+    "$(cut -d' ' -f5 "$WORK/$who" | median)" "$(cut -d' ' -f7 "$WORK/$who" | median)" "$(cut -d' ' -f6 "$WORK/$who" | median)"
 done
 b=$(cut -d' ' -f1 "$WORK/bff" | median); n=$(cut -d' ' -f1 "$WORK/nginx" | median)
 awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", b/n }'

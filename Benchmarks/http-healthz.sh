@@ -3,7 +3,9 @@
 # alternating rounds so that both see the same noise. Prints medians and ratios, CPU time
 # per request, and memory with 1 000 idle keep-alive connections open.
 # Usage: Benchmarks/http-healthz.sh [rounds=5] [seconds=5]
-# PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run.
+# PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run
+#   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libcurl, which lack frame
+#   pointers; PERF_FREQ=samples per second, default 4000).
 source "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}; SECS=${2:-5}
 build_release
@@ -22,7 +24,7 @@ nginx -c "$WORK/nginx.conf" & PIDS+=($!); NGINX_PID=$!
 wait_for_port $BFF_PORT; wait_for_port $NGINX_PORT
 NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 if [ -n "${PERF_DATA:-}" ]; then
-  perf record -q -g -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
+  perf record -q --call-graph "${PERF_CALL_GRAPH:-fp}" -F "${PERF_FREQ:-4000}" -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
   wrk_run "http://127.0.0.1:$BFF_PORT/healthz" "${PERF_CONNS:-64}" "$SECS" >/dev/null; wait $perf_pid
 fi
 

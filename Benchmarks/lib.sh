@@ -35,6 +35,14 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
+# Busy CPU seconds of the throwaway PostgreSQL (the postmaster and its backends): what the
+# database spends on smart-bff's behalf, which /proc/PID/stat of smart-bff does not show.
+pg_cpu_seconds() {
+  local pm; pm=$(head -1 "$WORK/pg/postmaster.pid")
+  { echo "$pm"; pgrep -P "$pm"; } | while read -r p; do cat "/proc/$p/stat" 2>/dev/null || true; done |
+    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s / hz }'
+}
+
 # Counts the instructions process $1 retires during $2 seconds (hardware counter; prints
 # n/a where perf cannot count, as on virtual machines without a PMU). Run in the background
 # beside the load; far steadier than CPU time on a noisy machine, so it is the figure to
