@@ -221,46 +221,28 @@ public final class PostgresSessionStore: SessionStore {
 
     public func appendAudit(_ entries: [AuditEntry]) async throws {
         guard !entries.isEmpty else { return }
-        var binds: [PostgresValue] = []
-        binds.reserveCapacity(entries.count * 10)
+        var rows = BinaryCopyRows(reservingCapacity: entries.count * 256)
         for e in entries {
-            binds.append(.date(e.at))
-            binds.append(.text(e.launchHash))
-            binds.append(.text(e.iss))
-            binds.append(.text(e.sub))
-            binds.append(e.fhirUser.postgresValue)
-            binds.append(e.patient.postgresValue)
-            binds.append(.text(e.method))
-            binds.append(.text(e.pathAndQuery))
-            binds.append(.int(e.upstreamStatus))
-            binds.append(.int(Int(e.bytes)))
+            rows.beginRow(fields: 10)
+            rows.append(timestamp: e.at)
+            rows.append(e.launchHash)
+            rows.append(e.iss)
+            rows.append(e.sub)
+            rows.append(e.fhirUser)
+            rows.append(e.patient)
+            rows.append(e.method)
+            rows.append(e.pathAndQuery)
+            rows.append(int32: Int32(clamping: e.upstreamStatus))
+            rows.append(int64: Int64(e.bytes))
         }
-        try await pool.query(Query(PostgresSessionStore.auditInsert(rows: entries.count), binds))
+        try await pool.withConnection { connection in
+            try await connection.run { [rows] in try $0.copyIn(PostgresSessionStore.auditCopy, rows: rows) }
+        }
     }
 
-    /// `INSERT INTO audit_events ... VALUES (...), (...)` for `rows` rows of 10 parameters.
-    /// The text for n rows is a prefix of the text for more, so up to `auditInsertCached`
-    /// rows it is cut from one string built once (building it took 5% of the FHIR proxy's
-    /// instructions at 200 rows per batch).
-    static func auditInsert(rows: Int) -> String {
-        if rows <= auditInsertCached.ends.count {
-            return String(auditInsertCached.text.utf8.prefix(auditInsertCached.ends[rows - 1]))!
-        }
-        return buildAuditInsert(rows: rows).text
-    }
-
-    private static let auditInsertCached = buildAuditInsert(rows: 256)
-
-    private static func buildAuditInsert(rows: Int) -> (text: String, ends: [Int]) {
-        var sql = "INSERT INTO audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes) VALUES "
-        var ends: [Int] = []
-        for row in 0..<rows {
-            let base = row * 10
-            sql += (row > 0 ? ", " : "") + "(to_timestamp($\(base + 1)), " + (2...10).map { "$\(base + $0)" }.joined(separator: ", ") + ")"
-            ends.append(sql.utf8.count)
-        }
-        return (sql, ends)
-    }
+    /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
+    /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
+    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes) FROM STDIN (FORMAT binary)"
 
     public func auditEntries(since: Date?) async throws -> [AuditEntry] {
         let rows = try await pool.query("""

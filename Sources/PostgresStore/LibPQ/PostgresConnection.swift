@@ -86,6 +86,49 @@ public final class PostgresConnection: @unchecked Sendable {
         _ = try rows(of: PQexec(conn, sql), context: nil)
     }
 
+    /// Runs `statement`, a `COPY ... FROM STDIN (FORMAT binary)` (constant text, never
+    /// input), with `rows` as its data (blocking; call on `queue`). Like any one statement
+    /// outside a transaction, it stores all of the rows or none.
+    public func copyIn(_ statement: String, rows data: BinaryCopyRows) throws(PostgresError) {
+        guard let started = PQexec(conn, statement) else {
+            throw .connection("PostgreSQL connection failed: " + PostgresError.redact(String(cString: PQerrorMessage(conn))))
+        }
+        if PQresultStatus(started) != PGRES_COPY_IN {
+            _ = try rows(of: started, context: "copy")
+            throw .query(sqlState: nil, serverMessage: "not a COPY FROM STDIN statement", context: "copy")
+        }
+        PQclear(started)
+        let sent = send(data.bytes) && send(BinaryCopyRows.trailer)
+        let ended = PQputCopyEnd(conn, sent ? nil : "smart-bff could not send the rows") == 1
+        // The COPY's outcome, then nothing: every result is read, the first failure reported.
+        var failure: PostgresError?
+        while let result = PQgetResult(conn) {
+            if PQresultStatus(result) == PGRES_COPY_IN { // the end did not get through: give the connection up
+                PQclear(result)
+                throw .connection("PostgreSQL connection failed: COPY did not end")
+            }
+            do throws(PostgresError) { _ = try rows(of: result, context: "copy") } catch { failure = failure ?? error }
+        }
+        if let failure { throw failure }
+        if !sent || !ended {
+            throw .connection("PostgreSQL connection failed: " + PostgresError.redact(String(cString: PQerrorMessage(conn))))
+        }
+    }
+
+    /// Sends COPY data in pieces of at most 1 MiB; false if libpq could not.
+    private func send(_ data: [UInt8]) -> Bool {
+        data.withUnsafeBytes { all in
+            var offset = 0
+            while offset < all.count {
+                let piece = min(all.count - offset, 1 << 20)
+                let start = all.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self)
+                guard PQputCopyData(conn, start, Int32(piece)) == 1 else { return false }
+                offset += piece
+            }
+            return true
+        }
+    }
+
     private func preparedName(for query: Query) throws(PostgresError) -> String? {
         if let name = prepared[query.sql] { return name }
         guard prepared.count < PostgresConnection.preparedStatementLimit else { return nil }
