@@ -35,12 +35,13 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
-# Busy CPU seconds of the throwaway PostgreSQL (the postmaster and its backends): what the
-# database spends on smart-bff's behalf, which /proc/PID/stat of smart-bff does not show.
+# Busy CPU seconds of the throwaway PostgreSQL (the postmaster, its live backends, and the
+# backends that have exited, which the postmaster's cutime/cstime hold): what the database
+# spends on smart-bff's behalf, which /proc/PID/stat of smart-bff does not show.
 pg_cpu_seconds() {
   local pm; pm=$(head -1 "$WORK/pg/postmaster.pid")
   { echo "$pm"; pgrep -P "$pm"; } | while read -r p; do cat "/proc/$p/stat" 2>/dev/null || true; done |
-    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s / hz }'
+    awk -v hz="$(getconf CLK_TCK)" -v pm="$pm" '{ me = $1; sub(/^.*\) /, ""); s += $12 + $13; if (me == pm) s += $14 + $15 } END { print s / hz }'
 }
 
 # Counts the instructions process $1 retires during $2 seconds (hardware counter; prints
