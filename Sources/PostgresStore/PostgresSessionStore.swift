@@ -219,31 +219,6 @@ public final class PostgresSessionStore: SessionStore {
 
     // MARK: Audit and upkeep
 
-    public func appendAudit(_ entries: [AuditEntry]) async throws {
-        guard !entries.isEmpty else { return }
-        var rows = BinaryCopyRows(reservingCapacity: entries.count * 256)
-        for e in entries {
-            rows.beginRow(fields: 10)
-            rows.append(timestamp: e.at)
-            rows.append(e.launchHash)
-            rows.append(e.iss)
-            rows.append(e.sub)
-            rows.append(e.fhirUser)
-            rows.append(e.patient)
-            rows.append(e.method)
-            rows.append(e.pathAndQuery)
-            rows.append(int32: Int32(clamping: e.upstreamStatus))
-            rows.append(int64: Int64(e.bytes))
-        }
-        try await pool.withConnection { connection in
-            try await connection.run { [rows] in try $0.copyIn(PostgresSessionStore.auditCopy, rows: rows) }
-        }
-    }
-
-    /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
-    /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
-    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes) FROM STDIN (FORMAT binary)"
-
     public func auditEntries(since: Date?) async throws -> [AuditEntry] {
         let rows = try await pool.query("""
             SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes

@@ -179,6 +179,23 @@ struct SessionStoreTests {
         }
     }
 
+    @Test("audit entries the database refuses are kept, escaped; the rest of their batch goes in unchanged")
+    func refusedAuditEntries() async throws {
+        let db = try await TestDatabase.make()
+        let entries = (0..<9).map { (i: Int) -> AuditEntry in
+            let patient: String = i == 6 ? "pat\u{0}ient" : "p\(i)"
+            let path: String = i == 2 ? "/Patient/a\u{0}b?name=é%" : "/Patient/\(i)"
+            return AuditEntry(at: now.addingTimeInterval(Double(i)), launchHash: "h\(i)", iss: "i", sub: "s", fhirUser: nil,
+                              patient: patient, method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: Int64(i))
+        }
+        try await db.store.appendAudit(entries)
+        let stored = try await db.store.auditEntries(since: nil)
+        #expect(stored.map(\.launchHash) == (0..<9).map { "h\($0)" })
+        #expect(stored[2].pathAndQuery == "/Patient/a%00b?name=%C3%A9%25")
+        #expect(stored[6].patient == "pat%00ient" && stored[6].pathAndQuery == "/Patient/6")
+        for i in [0, 1, 3, 4, 5, 7, 8] { #expect(stored[i].pathAndQuery == "/Patient/\(i)" && stored[i].patient == "p\(i)") }
+    }
+
     @Test("the sweeper deletes expired rows and audit entries past retention, and nothing else")
     func sweep() async throws {
         let db = try await TestDatabase.make()

@@ -64,6 +64,13 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var isConnectionFailure: Bool { code == .connection || code == .closed }
     /// No pooled connection became free in time.
     public var isPoolTimeout: Bool { code == .poolTimeout }
+    /// The server refused a value itself (SQLSTATE class 22, data exception, such as NUL in
+    /// text or a character the database encoding lacks; class 23, integrity constraint; class
+    /// 54, program limit): sending the same values again fails again.
+    public var isRefusedValue: Bool {
+        guard let sqlState else { return false }
+        return sqlState.hasPrefix("22") || sqlState.hasPrefix("23") || sqlState.hasPrefix("54")
+    }
     /// SQLSTATE 23505 (unique_violation).
     public var isUniqueViolation: Bool { sqlState == "23505" }
     /// SQLSTATE class 08 (connection exception) or 57P01-57P03 (server shutting down or restarting).

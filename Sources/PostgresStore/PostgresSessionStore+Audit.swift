@@ -1,0 +1,106 @@
+import Foundation
+import Sessions
+
+extension PostgresSessionStore {
+    /// Stores every entry, or throws and stores none (so that the caller may retry the batch).
+    ///
+    /// One binary `COPY` in the common case. A value the server refuses (NUL in text, a
+    /// character the database's encoding lacks) fails a `COPY` whole, and would fail it again
+    /// at every retry while the trail piled up behind it. So a batch refused for its data is
+    /// written again in one transaction, halves under savepoints, until each refused entry is
+    /// alone; that entry is stored with its text escaped (`escapedForStorage`), which any
+    /// server encoding accepts. A refused entry is thus kept, marked by its escapes, and the
+    /// rest go in unchanged.
+    public func appendAudit(_ entries: [AuditEntry]) async throws {
+        guard !entries.isEmpty else { return }
+        do {
+            let rows = PostgresSessionStore.auditRows(entries[...])
+            try await pool.withConnection { connection in
+                try await connection.run { try $0.copyIn(PostgresSessionStore.auditCopy, rows: rows) }
+            }
+        } catch let error as PostgresError where error.isRefusedValue {
+            try await pool.withTransaction { connection in
+                try await PostgresSessionStore.copyIsolatingRefused(entries[...], on: connection)
+            }
+        }
+    }
+
+    /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
+    /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
+    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes) FROM STDIN (FORMAT binary)"
+
+    /// Inside a transaction: copies `entries` under a savepoint; if the server refuses their
+    /// values, rolls back to it and copies each half the same way, a lone entry escaped.
+    private static func copyIsolatingRefused(_ entries: ArraySlice<AuditEntry>, on connection: PooledConnection) async throws {
+        let rows = auditRows(entries)
+        do {
+            try await connection.run { c in
+                try c.executeScript("SAVEPOINT audit_rows")
+                do throws(PostgresError) { try c.copyIn(auditCopy, rows: rows) } catch where error.isRefusedValue {
+                    try c.executeScript("ROLLBACK TO SAVEPOINT audit_rows")
+                    throw error
+                }
+                try c.executeScript("RELEASE SAVEPOINT audit_rows")
+            }
+        } catch let error as PostgresError where error.isRefusedValue {
+            if entries.count == 1 {
+                let escaped = auditRows([entries[entries.startIndex].escapedForStorage()])
+                try await connection.run { try $0.copyIn(auditCopy, rows: escaped) }
+                return
+            }
+            let middle = entries.startIndex + entries.count / 2
+            try await copyIsolatingRefused(entries[..<middle], on: connection)
+            try await copyIsolatingRefused(entries[middle...], on: connection)
+        }
+    }
+
+    private static func auditRows(_ entries: ArraySlice<AuditEntry>) -> BinaryCopyRows {
+        var rows = BinaryCopyRows(reservingCapacity: entries.count * 256)
+        for e in entries {
+            rows.beginRow(fields: 10)
+            rows.append(timestamp: e.at)
+            rows.append(e.launchHash)
+            rows.append(e.iss)
+            rows.append(e.sub)
+            rows.append(e.fhirUser)
+            rows.append(e.patient)
+            rows.append(e.method)
+            rows.append(e.pathAndQuery)
+            rows.append(int32: Int32(clamping: e.upstreamStatus))
+            rows.append(int64: Int64(e.bytes))
+        }
+        return rows
+    }
+}
+
+extension AuditEntry {
+    /// The entry with every text field percent-encoded outside printable ASCII (and `%`
+    /// itself): lossless, readable, and accepted by every server encoding.
+    func escapedForStorage() -> AuditEntry {
+        var e = self
+        e.launchHash = Self.escaped(launchHash)
+        e.iss = Self.escaped(iss)
+        e.sub = Self.escaped(sub)
+        e.fhirUser = fhirUser.map(Self.escaped)
+        e.patient = patient.map(Self.escaped)
+        e.method = Self.escaped(method)
+        e.pathAndQuery = Self.escaped(pathAndQuery)
+        return e
+    }
+
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            if byte >= 0x20 && byte < 0x7F && byte != UInt8(ascii: "%") {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
