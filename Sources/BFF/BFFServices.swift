@@ -60,7 +60,7 @@ public final class BFFServices: Sendable {
         clientKeys = keys
         metrics = Metrics()
         audit = AuditWriter(store: store, logger: logger)
-        proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds))
+        proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds), publicFHIRBase: configuration.publicURL + "/fhir")
     }
 
     /// The registration for `iss` (trailing slashes ignored), or nil: unknown issuers are

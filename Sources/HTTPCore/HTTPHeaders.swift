@@ -8,6 +8,9 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     public init(_ fields: [(String, String)]) { self.fields = fields.map { (name: $0.0, value: $0.1) } }
     public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
 
+    /// Room for `capacity` fields without growing (for responses built field by field).
+    public init(minimumCapacity capacity: Int) { fields.reserveCapacity(capacity) }
+
     public var count: Int { fields.count }
     public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
 

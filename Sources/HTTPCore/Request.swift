@@ -82,8 +82,8 @@ public struct Request: Sendable {
     /// exact name; spaces and tabs around pairs are ignored).
     public func cookie(_ name: String) -> String? {
         let wanted = Array(name.utf8)
-        for field in headers.values(for: "Cookie") {
-            var value = field
+        for field in headers where field.name.equalsIgnoringASCIICase("Cookie") {
+            var value = field.value
             let found: String? = value.withUTF8 { bytes in
                 var i = 0
                 let n = bytes.count

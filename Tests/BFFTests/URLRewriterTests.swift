@@ -39,6 +39,16 @@ struct URLRewriterTests {
     func partialMatchAtTheEnd() {
         let text = #"{"a":"https://ehr.example/fhi"#
         #expect(Self.rewrite([Array(text.utf8)]) == text)
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: Array(text.utf8)) == Array(text.utf8))
+    }
+
+    @Test("a whole body is rewritten like a stream, and one rewriter serves many bodies")
+    func wholeBodies() {
+        let rewriter = URLRewriter(from: Self.base, to: Self.publicBase)
+        for _ in 0..<2 {
+            #expect(String(decoding: rewriter.rewrite(whole: Array(Self.body.utf8)), as: UTF8.self) == Self.expected)
+        }
+        #expect(rewriter.rewrite(whole: Array(#"{"id":"1"}"#.utf8)) == Array(#"{"id":"1"}"#.utf8))
     }
 
     @Test("a Location header is rewritten only under the EHR base")

@@ -38,7 +38,7 @@ struct FHIRProxy: Sendable {
             upstream.body.cancel()
             upstream = try await send(request, url: url, token: tokens.accessToken)
         }
-        return try await respond(upstream, request: request, launch: launch)
+        return try await respond(upstream, request: request, launch: launch, rewriter: entry.rewriter)
     }
 
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
@@ -73,20 +73,21 @@ struct FHIRProxy: Sendable {
     /// larger or unsized ones stream through.
     static let bufferLimit = 256 * 1024
 
-    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord) async throws -> Response {
-        var response = Response(status: HTTPStatus(code: upstream.status))
+    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord,
+                         rewriter: URLRewriter) async throws -> Response {
+        var response = Response(status: HTTPStatus(code: upstream.status), headers: HTTPHeaders(minimumCapacity: 5))
         for name in ["Content-Type", "ETag", "Last-Modified"] {
             if let value = upstream.header(name) { response.headers.add(name, value) }
         }
-        let publicBase = services.configuration.publicURL + "/fhir"
         if let location = upstream.header("Location") {
+            let publicBase = services.configuration.publicURL + "/fhir"
             response.headers.add("Location", URLRewriter.rewrite(url: location, from: launch.iss, to: publicBase))
         }
         response.headers.replace("Cache-Control", "no-store")
         let rewrite = upstream.header("Content-Type").map(FHIRProxy.isJSON) ?? false
         let declared = upstream.header("Content-Length").flatMap(Int.init)
         let audit = auditRecorder(request: request, launch: launch, status: upstream.status)
-        let body = upstream.body, iss = launch.iss
+        let body = upstream.body
         let bodyless = request.method == "HEAD" || upstream.status == 204 || upstream.status == 304
         if bodyless {
             body.cancel()
@@ -103,12 +104,11 @@ struct FHIRProxy: Sendable {
                 throw Problems.upstream(.badGateway, "The EHR's response ended early.")
             }
             audit(Int64(bytes.count))
-            var rewriter = URLRewriter(from: iss, to: publicBase)
-            response.body = .bytes(rewrite ? rewriter.rewrite(bytes) + rewriter.finish() : bytes)
+            response.body = .bytes(rewrite ? rewriter.rewrite(whole: bytes) : bytes)
             return response
         }
         response.body = .stream(length: rewrite ? nil : declared) { writer in
-            var rewriter = URLRewriter(from: iss, to: publicBase)
+            var rewriter = rewriter
             var bytes: Int64 = 0
             do {
                 for try await chunk in body {

@@ -22,6 +22,8 @@ final class ProxySessionCache: Sendable {
         let launch: LaunchRecord
         /// `launch.scope`, parsed once.
         let scopes: SMARTScopes
+        /// Rewrites the launch's EHR base to the BFF's in Bundles (its patterns built once).
+        let rewriter: URLRewriter
         let fetchedAt: Date
     }
 
@@ -39,8 +41,12 @@ final class ProxySessionCache: Sendable {
     let capacity: Int
     private let state = Mutex(State())
 
-    init(ttl: TimeInterval, capacity: Int = 10_000) {
+    /// `${BFF_PUBLIC_URL}/fhir`: what an entry's rewriter puts in place of the EHR's base.
+    let publicFHIRBase: String
+
+    init(ttl: TimeInterval, publicFHIRBase: String, capacity: Int = 10_000) {
         self.ttl = ttl
+        self.publicFHIRBase = publicFHIRBase
         self.capacity = capacity
     }
 
@@ -86,7 +92,8 @@ final class ProxySessionCache: Sendable {
     /// read; returns the entry either way.
     @discardableResult
     func store(_ context: ProxyContext, launch: LaunchRecord, for key: Key, generation: UInt64, now: Date) -> Entry {
-        let entry = Entry(context: context, launch: launch, scopes: SMARTScopes(launch.scope), fetchedAt: now)
+        let entry = Entry(context: context, launch: launch, scopes: SMARTScopes(launch.scope),
+                          rewriter: URLRewriter(from: launch.iss, to: publicFHIRBase), fetchedAt: now)
         guard ttl > 0 else { return entry }
         state.withLock { state in
             guard state.generation == generation else { return }

@@ -56,6 +56,15 @@ struct URLRewriter {
         return (matches, n)
     }
 
+    /// Rewrites a whole body (nothing before it, nothing after it); a body without the
+    /// pattern comes back as it is.
+    func rewrite(whole body: [UInt8]) -> [UInt8] {
+        var rewriter = self
+        rewriter.carry = []
+        let out = rewriter.rewrite(body)
+        return rewriter.carry.isEmpty ? out : out + rewriter.carry
+    }
+
     /// Whatever was held back.
     mutating func finish() -> [UInt8] {
         defer { carry = [] }
