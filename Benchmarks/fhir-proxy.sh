@@ -8,6 +8,8 @@
 #   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libcurl, which lack frame
 #   pointers; PERF_FREQ=samples per second, default 4000).
 # LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
+# MALLOC_COUNT=1: also one extra run counting smart-bff's malloc calls per proxied request
+#   (perf uprobe on libc's malloc; root).
 # COMPARE_BINARY=path: also run that smart-bff build ("alt": same database, same session)
 #   in every round, right after this one: an A/B of two builds on the same machine state.
 source "$(dirname "$0")/lib.sh"
@@ -77,6 +79,17 @@ done = function(summary, latency, requests)
 end
 LUA
   echo "latency detail (smart-bff): $(wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$WORK/detail.lua" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" | tail -1)"
+fi
+if [ -n "${MALLOC_COUNT:-}" ]; then
+  # One extra run through smart-bff, counting its malloc calls (a uprobe) and its reads from
+  # the upstream (one per proxied request) over the same window: allocations per request,
+  # a count that does not depend on the machine's noise the way requests/s do.
+  perf probe -q -x "$(ldconfig -p | awk '/libc.so.6 .*x86-64/ { print $NF; exit }')" malloc 2>/dev/null || true
+  wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$WORK/headers.lua" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null & wrk_pid=$!
+  sleep 1
+  counts=$(perf stat -x, -e probe_libc:malloc -e syscalls:sys_enter_recvfrom -p "$BFF_PID" -- sleep "$((SECS > 3 ? SECS - 2 : 1))" 2>&1)
+  wait $wrk_pid
+  echo "$counts" | awk -F, '/malloc/ { m = $1 } /recvfrom/ { r = $1 } END { printf "allocations per proxied request: %.1f (%s malloc calls, %s upstream reads)\n", m / r, m, r }'
 fi
 NGINX_PID=$(cat "$WORK/nginx.pid" 2>/dev/null || true)
 # The worker of the proxying server block and the upstream block are the same process; its
