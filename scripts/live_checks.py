@@ -55,7 +55,8 @@ try:
     status, headers, body = get(base + "/metrics")
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
     for name in ("bff_http_requests", "bff_http_request_duration_seconds", "bff_upstream_duration_seconds",
-                 "bff_token_refreshes", "bff_active_sessions", "bff_db_pool_connections", "bff_database_errors"):
+                 "bff_token_refreshes", "bff_active_sessions", "bff_db_pool_connections", "bff_database_errors",
+                 "bff_audit_pending_entries", "bff_audit_written_entries", "bff_audit_write_failures"):
         assert name in families, f"/metrics lacks {name}: {sorted(families)}"
     requests = {tuple(sorted(s.labels.items())): s.value for s in families["bff_http_requests"].samples}
     assert requests[(("route", "/fhir/*"), ("status", "200"))] >= 1, requests

@@ -7,7 +7,7 @@ import Testing
 
 @Suite("PHI access audit writer")
 struct AuditWriterTests {
-    @Test("an entry whose write failed while the database was away is written once it is back, with no later request to trigger it")
+    @Test("an entry whose write failed while the database was away is written once it is back, with no later request to trigger it; the status shows it pending meanwhile")
     func failedWriteIsRetriedOnItsOwn() async throws {
         let database = try await TestDatabase.make(poolSize: 2)
         let logs = LogSink()
@@ -22,14 +22,16 @@ struct AuditWriterTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(logs.captured.contains { $0.contains("audit write failed") }, "the write did not fail while the database was away")
+        let away = writer.status
+        #expect(away.pending == 1 && away.written == 0 && away.failedWrites >= 1, "\(away)")
 
         // Back, and nothing else happens: the writer must try again by itself.
         try await PostgresStoreAdmin.bringBack(database.url)
-        var written: [AuditEntry] = []
-        while written.isEmpty && ContinuousClock.now < deadline {
+        while writer.status.pending > 0 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
-            written = (try? await database.store.auditEntries(since: nil)) ?? []
         }
+        #expect(writer.status.pending == 0 && writer.status.written == 1, "\(writer.status)")
+        let written = try await database.store.auditEntries(since: nil)
         #expect(written.count == 1, "the entry was lost, or written more than once")
         #expect(written.first?.pathAndQuery == "/Patient/pat-1")
         database.pool.close()

@@ -26,7 +26,7 @@ struct OperationsHandlers: Sendable {
     func metrics(_ request: Request) async throws -> Response {
         let pool = services.readiness.pool
         let active = try? await pool.query("SELECT count(*) FROM sessions WHERE expires_at > now()").first?.int(0)
-        let text = services.metrics.render(activeSessions: active, pool: pool.usage)
+        let text = services.metrics.render(activeSessions: active, pool: pool.usage, audit: services.audit.status)
         return Response(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8))
     }
 

@@ -19,8 +19,22 @@ public final class AuditWriter: Sendable {
     static let firstRetry: Duration = .milliseconds(500)
     static let longestRetry: Duration = .seconds(30)
 
+    /// The trail's state for `/metrics`.
+    public struct Status: Sendable, Equatable {
+        /// Entries recorded and not yet in the database (buffered or being written).
+        public var pending: Int
+        /// Entries written since start.
+        public var written: Int
+        /// Writes that failed (each kept its entries for a retry).
+        public var failedWrites: Int
+    }
+
     private struct State {
         var buffer: [AuditEntry] = []
+        /// Entries of the write under way.
+        var writing = 0
+        var written = 0
+        var failedWrites = 0
         /// A flush is scheduled or running; it takes whatever is buffered when it starts.
         var flushScheduled = false
         /// Writes failed in a row; while nonzero, only the retry schedule flushes.
@@ -34,6 +48,10 @@ public final class AuditWriter: Sendable {
     public init(store: any SessionStore, logger: Logger) {
         self.store = store
         self.logger = logger
+    }
+
+    public var status: Status {
+        state.withLock { Status(pending: $0.buffer.count + $0.writing, written: $0.written, failedWrites: $0.failedWrites) }
     }
 
     /// Buffers `entry`; a flush follows within 200 ms (at once when the batch is full).
@@ -60,17 +78,24 @@ public final class AuditWriter: Sendable {
     public func flush() async {
         let batch = state.withLock { state in
             state.flushScheduled = false
+            state.writing += state.buffer.count
             defer { state.buffer.removeAll(keepingCapacity: true) }
             return state.buffer
         }
         guard !batch.isEmpty else { return }
         do {
             try await store.appendAudit(batch)
-            state.withLock { $0.failures = 0 }
+            state.withLock { state in
+                state.failures = 0
+                state.writing -= batch.count
+                state.written += batch.count
+            }
         } catch {
             let retry: Duration? = state.withLock { state in
                 state.buffer.insert(contentsOf: batch, at: 0)
+                state.writing -= batch.count
                 state.failures += 1
+                state.failedWrites += 1
                 if state.flushScheduled { return nil } // a flush is already on its way
                 state.flushScheduled = true
                 return AuditWriter.retryDelay(afterFailures: state.failures)

@@ -90,7 +90,7 @@ public final class Metrics: Sendable {
     public func recordDatabaseError() { state.withLock { $0.databaseErrors += 1 } }
 
     /// The exposition text, with gauges supplied by the caller.
-    public func render(activeSessions: Int?, pool: (open: Int, inUse: Int)?) -> String {
+    public func render(activeSessions: Int?, pool: (open: Int, inUse: Int)?, audit: AuditWriter.Status) -> String {
         let s = state.withLock { $0 }
         let r = requestCounters()
         var out = ""
@@ -112,6 +112,12 @@ public final class Metrics: Sendable {
         for outcome in s.refreshes.keys.sorted() { out += "bff_token_refreshes_total{outcome=\"\(outcome)\"} \(s.refreshes[outcome]!)\n" }
         out += "# HELP bff_database_errors_total Failed database operations.\n# TYPE bff_database_errors_total counter\n"
         out += "bff_database_errors_total \(s.databaseErrors)\n"
+        out += "# HELP bff_audit_pending_entries PHI access audit entries not yet in the database.\n# TYPE bff_audit_pending_entries gauge\n"
+        out += "bff_audit_pending_entries \(audit.pending)\n"
+        out += "# HELP bff_audit_written_entries_total PHI access audit entries written.\n# TYPE bff_audit_written_entries_total counter\n"
+        out += "bff_audit_written_entries_total \(audit.written)\n"
+        out += "# HELP bff_audit_write_failures_total Failed PHI access audit writes (their entries are kept and retried).\n"
+        out += "# TYPE bff_audit_write_failures_total counter\nbff_audit_write_failures_total \(audit.failedWrites)\n"
         if let activeSessions {
             out += "# HELP bff_active_sessions Unexpired sessions.\n# TYPE bff_active_sessions gauge\nbff_active_sessions \(activeSessions)\n"
         }
