@@ -59,7 +59,8 @@ public protocol SessionStore: Sendable {
 
     // MARK: Audit and upkeep
 
-    /// Appends PHI access audit entries.
+    /// Appends PHI access audit entries: all of them, or none when it throws (so a caller
+    /// may retry the batch without writing any entry twice).
     func appendAudit(_ entries: [AuditEntry]) async throws
     /// Audit entries at or after `since`, oldest first.
     func auditEntries(since: Date?) async throws -> [AuditEntry]

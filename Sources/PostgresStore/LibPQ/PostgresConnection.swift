@@ -12,7 +12,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// The serial queue all of this connection's blocking calls run on.
     public let queue: DispatchQueue
     /// At most this many statements are prepared per connection; others run unprepared, so
-    /// statements built per call (batched inserts) cannot grow the server's memory.
+    /// statements whose text is built per call cannot grow the server's memory.
     static let preparedStatementLimit = 64
 
     /// Connects (blocking) with `PQconnectdbParams`. `url` is passed as the `dbname` keyword
