@@ -17,9 +17,8 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         var options = BFFRuntime.Options()
         options.openAPI = Resources.openAPI()
-        let env = ProcessInfo.processInfo.environment
-        if let threads = env["BFF_IO_THREADS"].flatMap(Int.init), threads > 0 { options.server.eventLoops = threads }
-        if let size = env["BFF_DB_POOL_SIZE"].flatMap(Int.init), size > 0 { options.poolSize = size }
+        if let threads = configuration.ioThreads { options.server.eventLoops = threads }
+        options.poolSize = configuration.databasePoolSize
         let runtime: BFFRuntime
         do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {
             logger.critical("start-up failed", metadata: ["error": .string(String(describing: error))])

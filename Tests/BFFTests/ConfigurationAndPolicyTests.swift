@@ -13,11 +13,12 @@ struct ConfigurationAndPolicyTests {
         do {
             _ = try BFFConfiguration.fromEnvironment(["BFF_LISTEN": "nonsense", "BFF_TOKEN_KEY": "short", "BFF_SESSION_TTL": "-5",
                                                       "BFF_LOG_LEVEL": "loud", "BFF_COOKIE_SAMESITE": "strict",
-                                                      "BFF_RETURN_ORIGINS": "https://ok.example,javascript:"], readFile: { _ in [] })
+                                                      "BFF_RETURN_ORIGINS": "https://ok.example,javascript:",
+                                                      "BFF_IO_THREADS": "two", "BFF_DB_POOL_SIZE": "0"], readFile: { _ in [] })
             Issue.record("accepted")
         } catch {
             let names = ["BFF_LISTEN", "DATABASE_URL", "BFF_ISSUERS_FILE", "BFF_TOKEN_KEY", "BFF_SESSION_TTL", "BFF_LOG_LEVEL",
-                         "BFF_COOKIE_SAMESITE", "BFF_RETURN_ORIGINS"]
+                         "BFF_COOKIE_SAMESITE", "BFF_RETURN_ORIGINS", "BFF_IO_THREADS", "BFF_DB_POOL_SIZE"]
             for name in names { #expect(error.problems.contains { $0.hasPrefix(name + ":") }, "\(name) not reported") }
             #expect(error.problems.count == names.count)
         }
@@ -31,6 +32,10 @@ struct ConfigurationAndPolicyTests {
         #expect(c.listenHost == "127.0.0.1" && c.listenPort == 8080 && c.publicURL == "http://127.0.0.1:8080")
         #expect(c.returnOrigins == ["http://127.0.0.1:8080"] && c.sessionTTL == 28_800 && c.auditRetentionDays == 2190)
         #expect(c.issuers.first?.iss == "https://ehr.example/fhir")
+        #expect(c.ioThreads == nil && c.databasePoolSize == 16)
+        let tuned = try BFFConfiguration.fromEnvironment(["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/x", "BFF_TOKEN_KEY": key,
+                                                          "BFF_IO_THREADS": "1", "BFF_DB_POOL_SIZE": "4"], readFile: { _ in issuers })
+        #expect(tuned.ioThreads == 1 && tuned.databasePoolSize == 4)
         let printed = "\(c.databaseURL) \(c.tokenKey) \(c.issuers.first!.clientSecret!)"
         #expect(!printed.contains("pw") && !printed.contains("s3cret") && printed.contains("<redacted>"))
     }

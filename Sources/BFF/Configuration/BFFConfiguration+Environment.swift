@@ -14,6 +14,8 @@ extension BFFConfiguration {
     /// - `BFF_COOKIE_SAMESITE` (`lax` or `none`; default `lax`)
     /// - `BFF_AUDIT_RETENTION_DAYS` (default 2190)
     /// - `BFF_PROXY_CACHE_SECONDS` (0–60, default 2; beyond the contract, see README)
+    /// - `BFF_IO_THREADS` (1–256, default one per core; beyond the contract)
+    /// - `BFF_DB_POOL_SIZE` (1–1000, default 16; beyond the contract)
     /// Every problem is collected and reported together, one line each, naming the variable.
     public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment,
                                        readFile: (String) throws -> [UInt8] = { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) })
@@ -88,12 +90,15 @@ extension BFFConfiguration {
         }
         let retention = integer("BFF_AUDIT_RETENTION_DAYS", default: 2190, range: 1...36_500)
         let proxyCache = integer("BFF_PROXY_CACHE_SECONDS", default: 2, range: 0...60)
+        let ioThreads = value("BFF_IO_THREADS") == nil ? nil : integer("BFF_IO_THREADS", default: 1, range: 1...256)
+        let poolSize = integer("BFF_DB_POOL_SIZE", default: 16, range: 1...1000)
 
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return BFFConfiguration(listenHost: host, listenPort: port, publicURL: publicURL,
                                 databaseURL: Secret(databaseURL!), issuers: issuers, tokenKey: Secret(tokenKey),
                                 returnOrigins: returnOrigins, sessionTTL: sessionTTL, logLevel: logLevel,
-                                cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention, proxyCacheSeconds: proxyCache)
+                                cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention, proxyCacheSeconds: proxyCache,
+                                ioThreads: ioThreads, databasePoolSize: poolSize)
     }
 
     static func parseListen(_ text: String) -> (String, Int)? {

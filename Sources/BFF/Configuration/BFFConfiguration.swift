@@ -31,6 +31,10 @@ public struct BFFConfiguration: Sendable {
     /// access token for FHIR reads before asking the database again (0: every read asks).
     /// A logout on another instance takes effect here within this time.
     public var proxyCacheSeconds: Int
+    /// `BFF_IO_THREADS`: HTTP I/O threads; nil for one per core.
+    public var ioThreads: Int?
+    /// `BFF_DB_POOL_SIZE`: PostgreSQL connections per instance.
+    public var databasePoolSize: Int
 
     /// Whether the public URL is https (then cookies are `Secure` and `__Host-` prefixed).
     public var isSecure: Bool { publicURL.lowercased().hasPrefix("https://") }
@@ -41,7 +45,7 @@ public struct BFFConfiguration: Sendable {
     public init(listenHost: String, listenPort: Int, publicURL: String, databaseURL: Secret<String>,
                 issuers: [IssuerRegistration], tokenKey: Secret<[UInt8]>, returnOrigins: [String],
                 sessionTTL: Int = 28_800, logLevel: String = "info", cookieSameSite: SameSite = .lax,
-                auditRetentionDays: Int = 2190, proxyCacheSeconds: Int = 2) {
+                auditRetentionDays: Int = 2190, proxyCacheSeconds: Int = 2, ioThreads: Int? = nil, databasePoolSize: Int = 16) {
         self.listenHost = listenHost
         self.listenPort = listenPort
         self.publicURL = publicURL
@@ -54,6 +58,8 @@ public struct BFFConfiguration: Sendable {
         self.cookieSameSite = cookieSameSite
         self.auditRetentionDays = auditRetentionDays
         self.proxyCacheSeconds = proxyCacheSeconds
+        self.ioThreads = ioThreads
+        self.databasePoolSize = databasePoolSize
     }
 }
 
