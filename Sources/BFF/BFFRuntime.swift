@@ -46,7 +46,9 @@ public final class BFFRuntime: Sendable {
         let migrator = try Migrator(directory: directory)
         let applied = try await migrator.migrate(pool)
         if !applied.isEmpty { logger.info("migrations applied", metadata: ["db.migrations": .string(applied.map(String.init).joined(separator: ","))]) }
-        let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: configuration.tokenKey.value))
+        let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: configuration.tokenKey.value),
+                                         fallbackKeys: try configuration.tokenKeyFallbacks.value.map { try AESGCMKey(bytes: $0) },
+                                         logger: logger)
         let services = try BFFServices(configuration: configuration, store: store, http: HTTPClient(configuration: options.http),
                                        readiness: Readiness(pool: pool, migrator: migrator), now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI, extraRoutes: options.extraRoutes)

@@ -25,13 +25,31 @@ extension PostgresSessionStore {
             FROM tokens WHERE launch_hash = \(hash) \(raw: lock ? "FOR UPDATE" : "")
             """)
         guard let r = rows.first else { return nil }
-        return TokenSet(
-            accessToken: try cipher.open(try r.bytes(0), table: "tokens", column: "access_token", row: hash),
-            refreshToken: try r.optionalBytes(1).map { try cipher.open($0, table: "tokens", column: "refresh_token", row: hash) },
-            idToken: try r.optionalBytes(2).map { try cipher.open($0, table: "tokens", column: "id_token", row: hash) },
-            accessTokenExpiresAt: try r.optionalDate(4),
-            responseJSON: try cipher.open(try r.bytes(3), table: "tokens", column: "response", row: hash),
-            version: try r.int(5))
+        // Tokens that do not all open are no tokens: the launch cannot be used any more.
+        guard let access = open(try r.bytes(0), table: "tokens", column: "access_token", row: hash),
+              let response = open(try r.bytes(3), table: "tokens", column: "response", row: hash) else { return nil }
+        var refresh: String?, id: String?
+        if let sealed = try r.optionalBytes(1) {
+            guard let opened = open(sealed, table: "tokens", column: "refresh_token", row: hash) else { return nil }
+            refresh = opened
+        }
+        if let sealed = try r.optionalBytes(2) {
+            guard let opened = open(sealed, table: "tokens", column: "id_token", row: hash) else { return nil }
+            id = opened
+        }
+        return TokenSet(accessToken: access, refreshToken: refresh, idToken: id, accessTokenExpiresAt: try r.optionalDate(4),
+                        responseJSON: response, version: try r.int(5))
+    }
+
+    /// The plaintext of a stored secret, or nil (with a warning) when neither the token key
+    /// nor a fallback opens it: after `BFF_TOKEN_KEY` changed without the old key among
+    /// `BFF_TOKEN_KEY_FALLBACKS`, or an instance runs with a wrong key.
+    func open(_ sealed: [UInt8], table: String, column: String, row: String) -> String? {
+        do { return try cipher.open(sealed, table: table, column: column, row: row) } catch {
+            logger.warning("a stored secret does not open with BFF_TOKEN_KEY or BFF_TOKEN_KEY_FALLBACKS; its session ends",
+                           metadata: ["store.table": .string(table), "store.column": .string(column)])
+            return nil
+        }
     }
 
     func launch(byHash hash: String, on c: PooledConnection) async throws -> LaunchRecord? {

@@ -1,5 +1,6 @@
 import Cryptography
 import Foundation
+import Logging
 import Sessions
 
 /// The `SessionStore` on PostgreSQL. Raw identifiers are hashed before any query; tokens
@@ -10,10 +11,16 @@ public final class PostgresSessionStore: SessionStore {
     /// A session's `last_seen_at` is written at most this often (a commit per read would
     /// cap the database near 10k requests/s).
     public let touchInterval: TimeInterval
+    let logger: Logger
 
-    public init(pool: ConnectionPool, tokenKey: AESGCMKey, touchInterval: TimeInterval = 60) {
+    /// `fallbackKeys` open what earlier token keys sealed (during a key rotation); only
+    /// `tokenKey` seals. A secret that no key opens counts as absent: its session ends
+    /// (the user signs in again), with a warning on `logger`.
+    public init(pool: ConnectionPool, tokenKey: AESGCMKey, fallbackKeys: [AESGCMKey] = [], touchInterval: TimeInterval = 60,
+                logger: Logger = Logger(label: "smart-bff.store")) {
         self.pool = pool
-        self.cipher = TokenCipher(key: tokenKey)
+        self.cipher = TokenCipher(key: tokenKey, fallbacks: fallbackKeys)
+        self.logger = logger
         self.touchInterval = touchInterval
     }
 
@@ -38,7 +45,7 @@ public final class PostgresSessionStore: SessionStore {
         guard let row = rows.first else { return nil }
         let expiresAt = try row.date(6)
         guard expiresAt > now else { return nil }
-        let verifier = try cipher.open(try row.bytes(1), table: "pending_authorizations", column: "code_verifier", row: hash)
+        guard let verifier = open(try row.bytes(1), table: "pending_authorizations", column: "code_verifier", row: hash) else { return nil }
         return PendingAuthorization(iss: try row.string(0), codeVerifier: verifier, nonce: row[2], launch: row[3],
                                     returnTo: try row.string(4), handoffChallenge: row[5], expiresAt: expiresAt)
     }
@@ -117,7 +124,7 @@ public final class PostgresSessionStore: SessionStore {
         guard let launchHash = r[4] else { return ProxyContext(session: session, launch: nil, accessToken: nil, accessTokenExpiresAt: nil, tokenVersion: 0) }
         let launch = LaunchRecord(idHash: launchHash, iss: try r.string(5), sub: try r.string(6), fhirUser: r[7], scope: try r.string(8),
                                   patient: r[9], contextJSON: try r.string(10), createdAt: try r.date(11))
-        let access = try r.optionalBytes(12).map { try cipher.open($0, table: "tokens", column: "access_token", row: launchHash) }
+        let access = try r.optionalBytes(12).flatMap { open($0, table: "tokens", column: "access_token", row: launchHash) }
         return ProxyContext(session: session, launch: launch, accessToken: access, accessTokenExpiresAt: try r.optionalDate(13),
                             tokenVersion: r[14].flatMap(Int.init) ?? 0)
     }

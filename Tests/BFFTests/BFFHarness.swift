@@ -24,6 +24,7 @@ final class BFFHarness: Sendable {
     static func start(instances: Int = 1, extraClients: [SandboxClient] = [],
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
                       returnOrigins: [String] = [], readTimeout: Duration = .seconds(5), proxyCacheSeconds: Int = 2,
+                      tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
@@ -43,12 +44,13 @@ final class BFFHarness: Sendable {
             await sandbox.state.register(c)
         }
         var bffs: [BFFRuntime] = []
-        let tokenKey = SecureRandom.bytes(32) // instances share BFF_TOKEN_KEY
-        for port in ports {
+        let sharedKey = SecureRandom.bytes(32) // instances share BFF_TOKEN_KEY unless `tokenKeys` says otherwise
+        for (index, port) in ports.enumerated() {
             let publicURL = "http://127.0.0.1:\(port)"
+            let keys = index < tokenKeys.count ? tokenKeys[index] : (key: sharedKey, fallbacks: [])
             let configuration = BFFConfiguration(
                 listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(database.url),
-                issuers: registrations(sandbox, ports), tokenKey: Secret(tokenKey),
+                issuers: registrations(sandbox, ports), tokenKey: Secret(keys.key), tokenKeyFallbacks: Secret(keys.fallbacks),
                 returnOrigins: [publicURL] + returnOrigins, logLevel: "debug", proxyCacheSeconds: proxyCacheSeconds)
             var options = BFFRuntime.Options()
             options.migrationsDirectory = RepositoryPaths.migrations

@@ -14,11 +14,12 @@ struct ConfigurationAndPolicyTests {
             _ = try BFFConfiguration.fromEnvironment(["BFF_LISTEN": "nonsense", "BFF_TOKEN_KEY": "short", "BFF_SESSION_TTL": "-5",
                                                       "BFF_LOG_LEVEL": "loud", "BFF_COOKIE_SAMESITE": "strict",
                                                       "BFF_RETURN_ORIGINS": "https://ok.example,javascript:",
-                                                      "BFF_IO_THREADS": "two", "BFF_DB_POOL_SIZE": "0"], readFile: { _ in [] })
+                                                      "BFF_IO_THREADS": "two", "BFF_DB_POOL_SIZE": "0",
+                                                      "BFF_TOKEN_KEY_FALLBACKS": "c2hvcnQ="], readFile: { _ in [] })
             Issue.record("accepted")
         } catch {
             let names = ["BFF_LISTEN", "DATABASE_URL", "BFF_ISSUERS_FILE", "BFF_TOKEN_KEY", "BFF_SESSION_TTL", "BFF_LOG_LEVEL",
-                         "BFF_COOKIE_SAMESITE", "BFF_RETURN_ORIGINS", "BFF_IO_THREADS", "BFF_DB_POOL_SIZE"]
+                         "BFF_COOKIE_SAMESITE", "BFF_RETURN_ORIGINS", "BFF_IO_THREADS", "BFF_DB_POOL_SIZE", "BFF_TOKEN_KEY_FALLBACKS"]
             for name in names { #expect(error.problems.contains { $0.hasPrefix(name + ":") }, "\(name) not reported") }
             #expect(error.problems.count == names.count)
         }
@@ -32,10 +33,14 @@ struct ConfigurationAndPolicyTests {
         #expect(c.listenHost == "127.0.0.1" && c.listenPort == 8080 && c.publicURL == "http://127.0.0.1:8080")
         #expect(c.returnOrigins == ["http://127.0.0.1:8080"] && c.sessionTTL == 28_800 && c.auditRetentionDays == 2190)
         #expect(c.issuers.first?.iss == "https://ehr.example/fhir")
-        #expect(c.ioThreads == nil && c.databasePoolSize == 16)
+        #expect(c.ioThreads == nil && c.databasePoolSize == 16 && c.tokenKeyFallbacks.value.isEmpty)
+        let old = Data((32..<64).map { UInt8($0) }).base64EncodedString(), older = Data(repeating: 7, count: 32).base64EncodedString()
         let tuned = try BFFConfiguration.fromEnvironment(["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/x", "BFF_TOKEN_KEY": key,
-                                                          "BFF_IO_THREADS": "1", "BFF_DB_POOL_SIZE": "4"], readFile: { _ in issuers })
+                                                          "BFF_IO_THREADS": "1", "BFF_DB_POOL_SIZE": "4",
+                                                          "BFF_TOKEN_KEY_FALLBACKS": old + ", " + older], readFile: { _ in issuers })
         #expect(tuned.ioThreads == 1 && tuned.databasePoolSize == 4)
+        #expect(tuned.tokenKeyFallbacks.value == [Array(32..<64), [UInt8](repeating: 7, count: 32)])
+        #expect("\(tuned.tokenKeyFallbacks)" == "<redacted>")
         let printed = "\(c.databaseURL) \(c.tokenKey) \(c.issuers.first!.clientSecret!)"
         #expect(!printed.contains("pw") && !printed.contains("s3cret") && printed.contains("<redacted>"))
     }

@@ -8,6 +8,7 @@ extension BFFConfiguration {
     /// - `DATABASE_URL` (required)
     /// - `BFF_ISSUERS_FILE` (required; JSON array of registrations)
     /// - `BFF_TOKEN_KEY` (required; base64 of 32 bytes)
+    /// - `BFF_TOKEN_KEY_FALLBACKS` (comma-separated earlier keys, same form; beyond the contract)
     /// - `BFF_RETURN_ORIGINS` (comma-separated; default the origin of `BFF_PUBLIC_URL`)
     /// - `BFF_SESSION_TTL` (seconds, default 28800)
     /// - `BFF_LOG_LEVEL` (`debug`, `info`, `warning`, `error`; default `info`)
@@ -67,6 +68,16 @@ extension BFFConfiguration {
             problems.append("BFF_TOKEN_KEY: required (base64 of 32 random bytes, e.g. `openssl rand -base64 32`)")
         }
 
+        var fallbackKeys: [[UInt8]] = []
+        if let list = value("BFF_TOKEN_KEY_FALLBACKS") {
+            for (index, item) in list.split(separator: ",").enumerated() {
+                let text = item.trimmingCharacters(in: .whitespaces)
+                if let bytes = Data(base64Encoded: text), bytes.count == 32 { fallbackKeys.append(Array(bytes)) } else {
+                    problems.append("BFF_TOKEN_KEY_FALLBACKS: key \(index + 1) is not base64 of exactly 32 bytes")
+                }
+            }
+        }
+
         var returnOrigins = publicOrigin.map { [$0] } ?? []
         if let list = value("BFF_RETURN_ORIGINS") {
             returnOrigins = []
@@ -96,6 +107,7 @@ extension BFFConfiguration {
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return BFFConfiguration(listenHost: host, listenPort: port, publicURL: publicURL,
                                 databaseURL: Secret(databaseURL!), issuers: issuers, tokenKey: Secret(tokenKey),
+                                tokenKeyFallbacks: Secret(fallbackKeys),
                                 returnOrigins: returnOrigins, sessionTTL: sessionTTL, logLevel: logLevel,
                                 cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention, proxyCacheSeconds: proxyCache,
                                 ioThreads: ioThreads, databasePoolSize: poolSize)

@@ -17,6 +17,9 @@ public struct BFFConfiguration: Sendable {
     public var issuers: [IssuerRegistration]
     /// `BFF_TOKEN_KEY`: 32 bytes for AES-256-GCM.
     public var tokenKey: Secret<[UInt8]>
+    /// `BFF_TOKEN_KEY_FALLBACKS`: earlier token keys, 32 bytes each, that still open stored
+    /// tokens but never seal (for rotating `tokenKey` without ending sessions).
+    public var tokenKeyFallbacks: Secret<[[UInt8]]>
     /// `BFF_RETURN_ORIGINS`: origins (`https://app.example`) and custom schemes (`myapp:`).
     public var returnOrigins: [String]
     /// `BFF_SESSION_TTL`, seconds.
@@ -43,7 +46,8 @@ public struct BFFConfiguration: Sendable {
     public var redirectURI: String { publicURL + "/callback" }
 
     public init(listenHost: String, listenPort: Int, publicURL: String, databaseURL: Secret<String>,
-                issuers: [IssuerRegistration], tokenKey: Secret<[UInt8]>, returnOrigins: [String],
+                issuers: [IssuerRegistration], tokenKey: Secret<[UInt8]>, tokenKeyFallbacks: Secret<[[UInt8]]> = Secret([]),
+                returnOrigins: [String],
                 sessionTTL: Int = 28_800, logLevel: String = "info", cookieSameSite: SameSite = .lax,
                 auditRetentionDays: Int = 2190, proxyCacheSeconds: Int = 2, ioThreads: Int? = nil, databasePoolSize: Int = 16) {
         self.listenHost = listenHost
@@ -52,6 +56,7 @@ public struct BFFConfiguration: Sendable {
         self.databaseURL = databaseURL
         self.issuers = issuers
         self.tokenKey = tokenKey
+        self.tokenKeyFallbacks = tokenKeyFallbacks
         self.returnOrigins = returnOrigins
         self.sessionTTL = sessionTTL
         self.logLevel = logLevel
