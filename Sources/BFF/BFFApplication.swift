@@ -1,5 +1,6 @@
 import HTTPCore
 import Logging
+import PostgresStore
 
 /// The composition root: smart-bff's router and middleware over its services.
 public struct BFFApplication: Sendable {
@@ -38,7 +39,17 @@ public struct BFFApplication: Sendable {
         router.get("/metrics", operations.metrics)
         router.onImmediate("GET", "/.well-known/jwks.json") { _ in operations.jwks() }
         extraRoutes(&router)
-        return HTTPApplication(router: router, middleware: [AccessLog(), MetricsMiddleware(recorder: services.metrics.makeRequestRecorder()), SecurityHeaders()],
-                               logger: services.logger)
+        let metrics = services.metrics
+        return HTTPApplication(router: router, middleware: [AccessLog(), MetricsMiddleware(recorder: metrics.makeRequestRecorder()), SecurityHeaders()],
+                               logger: services.logger, mapError: { BFFApplication.problem(for: $0, metrics: metrics) })
+    }
+
+    /// Database failures that reach a handler's caller: counted, and 503 while PostgreSQL
+    /// cannot be reached (a retry may succeed; the session is kept). Other statement
+    /// failures stay generic 500s.
+    static func problem(for error: any Error, metrics: Metrics) -> HTTPError? {
+        guard let error = error as? PostgresError else { return nil }
+        metrics.recordDatabaseError()
+        return error.isConnectionFailure || error.isPoolTimeout ? Problems.databaseUnavailable() : nil
     }
 }

@@ -40,6 +40,30 @@ struct OperationsTests {
         #expect(status == 200)
     }
 
+    @Test("while the database is away, session reads answer 503 database-unavailable, counted in /metrics; the session works again after")
+    func databaseOutage() async throws {
+        let h = try await BFFHarness.start(proxyCacheSeconds: 0)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        for path in ["/session", "/fhir/Patient/pat-1"] {
+            let page = try await browser.api(h.baseURL + path, launch: launch)
+            #expect(page.status == 503, "\(path): \(page.status)")
+            #expect(page.text.contains("database-unavailable"), "\(path): \(page.text)")
+        }
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        let counted = metrics.split(separator: "\n").first { $0.hasPrefix("bff_database_errors_total ") }.flatMap { Int($0.split(separator: " ")[1]) }
+        #expect((counted ?? 0) >= 2, "\(counted.map(String.init) ?? "no bff_database_errors_total")")
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+        var status = 0
+        for _ in 0..<50 where status != 200 {
+            status = try await browser.api(h.baseURL + "/session", launch: launch).status
+            if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 200, "the session did not survive the outage")
+    }
+
     @Test("no response to the front end and no log line contains a token the EHR issued, a code or a cookie")
     func nothingLeaks() async throws {
         let h = try await BFFHarness.start()

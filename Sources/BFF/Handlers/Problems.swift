@@ -22,6 +22,11 @@ enum Problems {
                   detail: "Requests authenticated by the session cookie must send the header X-CSRF: 1.")
     }
 
+    static func databaseUnavailable() -> HTTPError {
+        HTTPError(.serviceUnavailable, type: base + "database-unavailable", title: "Session store unavailable",
+                  detail: "The session store cannot be reached right now; the session is kept, try again.")
+    }
+
     static func upstream(_ status: HTTPStatus, _ detail: String) -> HTTPError {
         HTTPError(status, type: base + (status.code == 504 ? "upstream-timeout" : "upstream-unavailable"), detail: detail)
     }

@@ -1,8 +1,9 @@
 import Logging
 
 /// The router, the middleware chain and error mapping: what turns a `Request` into a
-/// `Response`. Errors become RFC 9457 problem responses: an `HTTPError` as it says, anything
-/// else a generic 500 whose details go only to the log.
+/// `Response`. Errors become RFC 9457 problem responses: an `HTTPError` as it says, one that
+/// `mapError` recognises as it maps it, anything else a generic 500 whose details go only
+/// to the log.
 public final class HTTPApplication: Sendable {
     /// A response that is ready now, or work that produces one.
     public enum Outcome: Sendable {
@@ -13,11 +14,16 @@ public final class HTTPApplication: Sendable {
     public let router: Router
     public let middleware: [any Middleware]
     public let logger: Logger
+    /// Turns errors of the layers below (a database, say) into problem responses; nil for
+    /// those it does not know.
+    public let mapError: @Sendable (any Error) -> HTTPError?
 
-    public init(router: Router, middleware: [any Middleware] = [], logger: Logger = Logger(label: "smart-bff.http")) {
+    public init(router: Router, middleware: [any Middleware] = [], logger: Logger = Logger(label: "smart-bff.http"),
+                mapError: @escaping @Sendable (any Error) -> HTTPError? = { _ in nil }) {
         self.router = router
         self.middleware = middleware
         self.logger = logger
+        self.mapError = mapError
     }
 
     /// Routes `request` through the middleware to its handler. The request should carry this
@@ -77,6 +83,11 @@ public final class HTTPApplication: Sendable {
 
     private func problem(for error: any Error, request: Request) -> Response {
         if let http = error as? HTTPError { return http.response }
+        if let mapped = mapError(error) {
+            request.logger.error("request failed", metadata: ["error.type": .string(String(describing: type(of: error))),
+                                                             "http.status": .stringConvertible(mapped.status.code)])
+            return mapped.response
+        }
         request.logger.error("unhandled error", metadata: ["error.type": .string(String(describing: type(of: error)))])
         return HTTPError(.internalServerError, detail: "The server could not complete the request.").response
     }
