@@ -69,7 +69,7 @@ let package = Package(
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: swiftSettings),
         .target(name: "BFFTesting",
-                dependencies: ["HTTPCore", "PostgresStore", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["HTTPCore", "PostgresStore", "Sessions", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swiftSettings),

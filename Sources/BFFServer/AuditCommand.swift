@@ -28,8 +28,8 @@ struct AuditCommand: AsyncParsableCommand {
             defer { pool.close() }
             // The key is not needed to read the audit trail; any key serves the store here.
             let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
-            for entry in try await store.auditEntries(since: start) {
-                FileHandle.standardOutput.write(Data((AuditEventExport.auditEvent(entry).serialized() + "\n").utf8))
+            try await AuditEventExport.export(from: store, since: start) { lines in
+                FileHandle.standardOutput.write(Data(lines.utf8))
             }
         }
     }

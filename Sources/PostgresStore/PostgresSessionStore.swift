@@ -226,15 +226,27 @@ public final class PostgresSessionStore: SessionStore {
 
     // MARK: Audit and upkeep
 
-    public func auditEntries(since: Date?) async throws -> [AuditEntry] {
-        let rows = try await pool.query("""
-            SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes
-            FROM audit_events WHERE at >= to_timestamp(\(since.map(PostgresValue.date) ?? .double(0))) ORDER BY at, id
-            """)
-        return try rows.map { r in
-            AuditEntry(id: Int64(try r.int(0)), at: try r.date(1), launchHash: try r.string(2), iss: try r.string(3), sub: try r.string(4),
-                       fhirUser: r[5], patient: r[6], method: try r.string(7), pathAndQuery: try r.string(8),
-                       upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)))
+    public func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws {
+        // Keyset paging on (at, id): each page is one indexed range scan, however long the
+        // trail. The cursor holds `at` as whole microseconds, exact where a Double is not.
+        var cursor: (micros: Int, id: Int)?
+        while true {
+            let rows = try await pool.query("""
+                SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes,
+                       (extract(epoch from at) * 1000000)::bigint
+                FROM audit_events
+                WHERE at >= to_timestamp(\(since.map(PostgresValue.date) ?? .double(0)))
+                  AND (\(cursor == nil) OR (at, id) > (timestamptz 'epoch' + \(cursor?.micros ?? 0)::bigint * interval '1 microsecond', \(cursor?.id ?? 0)::bigint))
+                ORDER BY at, id LIMIT \(max(1, pageSize))
+                """)
+            guard let last = rows.last else { return }
+            try await body(try rows.map { r in
+                AuditEntry(id: Int64(try r.int(0)), at: try r.date(1), launchHash: try r.string(2), iss: try r.string(3), sub: try r.string(4),
+                           fhirUser: r[5], patient: r[6], method: try r.string(7), pathAndQuery: try r.string(8),
+                           upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)))
+            })
+            if rows.count < pageSize { return }
+            cursor = (try last.int(11), try last.int(0))
         }
     }
 

@@ -62,8 +62,9 @@ public protocol SessionStore: Sendable {
     /// Appends PHI access audit entries: all of them, or none when it throws (so a caller
     /// may retry the batch without writing any entry twice).
     func appendAudit(_ entries: [AuditEntry]) async throws
-    /// Audit entries at or after `since`, oldest first.
-    func auditEntries(since: Date?) async throws -> [AuditEntry]
+    /// Calls `body` with the audit entries at or after `since`, oldest first (by time, then
+    /// in the order written), at most `pageSize` at a time: the trail is never read whole.
+    func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws
     /// Deletes expired pending authorizations, hand-off codes and sessions, and audit entries
     /// older than the retention; returns how many rows went.
     func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int

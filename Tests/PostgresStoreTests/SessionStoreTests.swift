@@ -180,6 +180,29 @@ struct SessionStoreTests {
         }
     }
 
+    @Test("the audit trail is read a page at a time: every entry once, oldest first, ties in the order written; since is honoured")
+    func auditPages() async throws {
+        let db = try await TestDatabase.make()
+        // 23 entries on 5 distinct instants (microsecond fractions included), written in two batches.
+        let instants = [0.000_001, 1.3, 2.700_001, 3.999_999, 4.123_457].map { now.addingTimeInterval($0) }
+        let entries = (0..<23).map { i in
+            AuditEntry(at: instants[i % 5], launchHash: "h", iss: "i", sub: "s", fhirUser: nil, patient: nil, method: "GET",
+                       pathAndQuery: "/Patient/\(i)", upstreamStatus: 200, bytes: Int64(i))
+        }
+        try await db.store.appendAudit(Array(entries[..<11]))
+        try await db.store.appendAudit(Array(entries[11...]))
+        let expected = entries.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element.pathAndQuery)
+        for pageSize in [1, 4, 5, 23, 100] {
+            var pages: [[AuditEntry]] = []
+            try await db.store.forEachAuditPage(since: nil, pageSize: pageSize) { pages.append($0) }
+            #expect(pages.flatMap { $0 }.map(\.pathAndQuery) == expected, "page size \(pageSize)")
+            #expect(pages.allSatisfy { $0.count <= pageSize } && pages.count == (23 + pageSize - 1) / pageSize)
+        }
+        var recent: [AuditEntry] = []
+        try await db.store.forEachAuditPage(since: instants[3], pageSize: 2) { recent += $0 }
+        #expect(recent.count == 8 && recent.allSatisfy { $0.at >= instants[3].addingTimeInterval(-0.000_001) }, "\(recent.count)")
+    }
+
     @Test("audit entries the database refuses are kept, escaped; the rest of their batch goes in unchanged")
     func refusedAuditEntries() async throws {
         let db = try await TestDatabase.make()

@@ -4,6 +4,22 @@ import Sessions
 
 /// FHIR R4 `AuditEvent` resources for the PHI access trail.
 public enum AuditEventExport {
+    /// Writes the trail at or after `since` as NDJSON, one `AuditEvent` per line, handing
+    /// `write` one page of lines at a time (memory stays bounded by the page, whatever the
+    /// trail's length); returns how many were written.
+    @discardableResult
+    public static func export(from store: any SessionStore, since: Date?, pageSize: Int = 5_000,
+                              write: (String) throws -> Void) async throws -> Int {
+        var count = 0
+        try await store.forEachAuditPage(since: since, pageSize: pageSize) { page in
+            var lines = ""
+            for entry in page { lines += auditEvent(entry).serialized() + "\n" }
+            try write(lines)
+            count += page.count
+        }
+        return count
+    }
+
     public static func auditEvent(_ e: AuditEntry) -> JSONValue {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
