@@ -44,10 +44,15 @@ extension PostgresSessionStore {
     /// The plaintext of a stored secret, or nil (with a warning) when neither the token key
     /// nor a fallback opens it: after `BFF_TOKEN_KEY` changed without the old key among
     /// `BFF_TOKEN_KEY_FALLBACKS`, or an instance runs with a wrong key.
+    /// The warning comes at most once a minute, with how many more happened meanwhile: with
+    /// a wrong key, every request of every session would log one.
     func open(_ sealed: [UInt8], table: String, column: String, row: String) -> String? {
         do { return try cipher.open(sealed, table: table, column: column, row: row) } catch {
-            logger.warning("a stored secret does not open with BFF_TOKEN_KEY or BFF_TOKEN_KEY_FALLBACKS; its session ends",
-                           metadata: ["store.table": .string(table), "store.column": .string(column)])
+            if let more = unopenedSecrets.due(now: Date()) {
+                logger.warning("a stored secret does not open with BFF_TOKEN_KEY or BFF_TOKEN_KEY_FALLBACKS; its session ends",
+                               metadata: ["store.table": .string(table), "store.column": .string(column),
+                                          "store.more_since_last_warning": .stringConvertible(more)])
+            }
             return nil
         }
     }

@@ -12,6 +12,8 @@ public final class PostgresSessionStore: SessionStore {
     /// cap the database near 10k requests/s).
     public let touchInterval: TimeInterval
     let logger: Logger
+    /// Paces the warning about secrets that no key opens.
+    let unopenedSecrets = WarningPace(interval: 60)
 
     /// `fallbackKeys` open what earlier token keys sealed (during a key rotation); only
     /// `tokenKey` seals. A secret that no key opens counts as absent: its session ends
