@@ -52,7 +52,7 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "SMART",
-                dependencies: ["JWTVerification", "HTTPClient", "Cryptography", "JSON"],
+                dependencies: ["JWTVerification", "HTTPClient", "HTTPCore", "Cryptography", "JSON"],
                 swiftSettings: swiftSettings),
         .target(name: "Sandbox",
                 dependencies: ["HTTPCore", "JWTVerification", "Cryptography", "JSON",

@@ -1,5 +1,6 @@
 import Cryptography
 import Foundation
+import HTTPCore
 import JSON
 
 /// How smart-bff authenticates to an EHR's token endpoint; the same for code exchange,
@@ -20,7 +21,7 @@ public enum ClientAuthentication: Sendable {
             form.append(("client_id", clientID))
         case let .secretBasic(secret):
             // RFC 6749 §2.3.1: both parts form-urlencoded before base64.
-            let pair = URLPolicy.percentEncode(clientID) + ":" + URLPolicy.percentEncode(secret)
+            let pair = PercentEncoding.encode(clientID) + ":" + PercentEncoding.encode(secret)
             headers.append(("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()))
         case let .privateKeyJWT(key, keyID):
             form.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))

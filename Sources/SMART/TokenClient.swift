@@ -1,4 +1,5 @@
 import HTTPClient
+import HTTPCore
 import JSON
 
 /// Talks to an EHR's token and revocation endpoints.
@@ -50,7 +51,7 @@ public struct TokenClient: Sendable {
     }
 
     private func send(_ form: [(String, String)], headers: [(String, String)], url: String) async throws(SMARTError) -> HTTPClientResponse {
-        let body = form.map { URLPolicy.percentEncode($0.0) + "=" + URLPolicy.percentEncode($0.1) }.joined(separator: "&")
+        let body = PercentEncoding.formEncode(form)
         do {
             return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8)))
         } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 
 /// Which URLs smart-bff will contact or redirect to.
 public enum URLPolicy {
@@ -25,20 +26,9 @@ public enum URLPolicy {
             fragment = String(base[hash...])
             base = String(base[..<hash])
         }
-        let encoded = items.map { percentEncode($0.0) + "=" + percentEncode($0.1) }.joined(separator: "&")
+        let encoded = PercentEncoding.formEncode(items)
         let separator = base.contains("?") ? (base.hasSuffix("?") || base.hasSuffix("&") ? "" : "&") : "?"
         return base + separator + encoded + fragment
     }
 
-    /// Percent-encodes all but RFC 3986 unreserved characters.
-    public static func percentEncode(_ text: String) -> String {
-        var out = ""
-        for b in text.utf8 {
-            switch b {
-            case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x2D, 0x2E, 0x5F, 0x7E: out.unicodeScalars.append(Unicode.Scalar(b))
-            default: out += String(format: "%%%02X", b)
-            }
-        }
-        return out
-    }
 }
