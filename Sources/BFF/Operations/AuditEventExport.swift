@@ -6,18 +6,14 @@ import Sessions
 public enum AuditEventExport {
     /// Writes the trail at or after `since` as NDJSON, one `AuditEvent` per line, handing
     /// `write` one page of lines at a time (memory stays bounded by the page, whatever the
-    /// trail's length); returns how many were written.
-    @discardableResult
+    /// trail's length).
     public static func export(from store: any SessionStore, since: Date?, pageSize: Int = 5_000,
-                              write: (String) throws -> Void) async throws -> Int {
-        var count = 0
+                              write: (String) throws -> Void) async throws {
         try await store.forEachAuditPage(since: since, pageSize: pageSize) { page in
             var lines = ""
             for entry in page { lines += auditEvent(entry).serialized() + "\n" }
             try write(lines)
-            count += page.count
         }
-        return count
     }
 
     public static func auditEvent(_ e: AuditEntry) -> JSONValue {

@@ -15,8 +15,6 @@ public struct BinaryCopyRows: Sendable {
     private static let postgresEpochMicroseconds: Int64 = 946_684_800_000_000
 
     private(set) var bytes: [UInt8]
-    /// Rows begun so far.
-    public private(set) var count = 0
 
     public init(reservingCapacity capacity: Int = 0) {
         bytes = BinaryCopyRows.header
@@ -26,7 +24,6 @@ public struct BinaryCopyRows: Sendable {
     /// Starts a row of `fields` fields.
     public mutating func beginRow(fields: Int) {
         appendBigEndian(UInt16(fields))
-        count += 1
     }
 
     /// A `text` field (UTF-8). PostgreSQL refuses NUL in text; `PostgresConnection.copyIn`
