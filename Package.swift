@@ -27,6 +27,9 @@ let package = Package(
                        providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // libssl: only the tests' TLS server uses it (the product's TLS is libcurl's).
+        .systemLibrary(name: "CLibSSL", pkgConfig: "libssl",
+                       providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
 
@@ -69,7 +72,7 @@ let package = Package(
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: swiftSettings),
         .target(name: "BFFTesting",
-                dependencies: ["HTTPCore", "PostgresStore", "Sessions", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["CLibSSL", "HTTPCore", "PostgresStore", "Sessions", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swiftSettings),

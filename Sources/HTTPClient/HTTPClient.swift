@@ -4,7 +4,8 @@ import HTTPCore
 /// smart-bff's outbound HTTP client, over libcurl.
 ///
 /// - Connections to each upstream are pooled and kept alive between requests.
-/// - TLS certificates and host names are verified unless `Configuration.verifyTLS` is off.
+/// - TLS certificates (against the system CA bundle, or `Configuration.caCertificatesFile`)
+///   and host names are verified unless `Configuration.verifyTLS` is off.
 /// - Redirects are not followed: a 3xx comes back to the caller as it is.
 /// - Only `http` and `https` URLs are accepted.
 /// - A body that ends before its declared end (Content-Length not reached, chunked
@@ -38,8 +39,11 @@ public final class HTTPClient: Sendable {
         public var maxConnectionsPerHost = 64
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
-        /// Verify TLS certificates (against the system CA bundle) and host names. Default on.
+        /// Verify TLS certificates and host names. Default on.
         public var verifyTLS = true
+        /// A PEM file of the CA certificates to trust, in place of the system bundle (for
+        /// upstreams under a private CA). Default nil: the system bundle.
+        public var caCertificatesFile: String?
 
         public init() {}
     }

@@ -1,0 +1,191 @@
+internal import CLibSSL
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A test-only TLS server on 127.0.0.1 (an ephemeral port), real OpenSSL: it completes
+/// handshakes with a fixed certificate and forwards the decrypted bytes to a plain TCP port
+/// on 127.0.0.1, and the answers back, so any of the tests' HTTP servers can be reached over
+/// https. One thread per connection, blocking calls.
+///
+/// It ignores SIGPIPE process-wide (writing to a peer that has gone must not end the tests).
+public final class TLSTestServer: Sendable {
+    public let port: Int
+    private let listener: Int32
+    private let context: SSLContext
+    private let backendPort = Atomic(0)
+    private let completed = Atomic(0)
+    private let refused = Atomic(0)
+    private let open = Mutex<Set<Int32>>([])
+
+    /// Handshakes that completed (the client accepted the certificate).
+    public var completedHandshakes: Int { completed.load(ordering: .acquiring) }
+    /// Handshakes that did not (the client refused the certificate, or went away).
+    public var refusedHandshakes: Int { refused.load(ordering: .acquiring) }
+
+    /// Listens with `identity`'s certificate and key; connections wait for `forward(to:)`.
+    public init(identity: TestCertificates.Identity) throws {
+        signal(SIGPIPE, SIG_IGN)
+        context = try SSLContext(identity: identity)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 128) == 0 else { Glibc.close(fd); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = fd
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    /// From now on, connections go on to `port` on 127.0.0.1.
+    public func forward(to port: Int) { backendPort.store(port, ordering: .releasing) }
+
+    /// Stops accepting and ends every connection.
+    public func shutdown() {
+        Glibc.shutdown(listener, Int32(SHUT_RDWR))
+        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
+    }
+
+    deinit {
+        shutdown()
+        Glibc.close(listener)
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 {
+                if errno == EINTR { continue }
+                return // shut down
+            }
+            track(client)
+            Thread.detachNewThread { [self] in
+                serve(client)
+                untrack(client)
+            }
+        }
+    }
+
+    private func serve(_ client: Int32) {
+        guard let ssl = SSL_new(context.pointer) else { return }
+        defer { SSL_free(ssl) }
+        SSL_set_fd(ssl, client)
+        guard SSL_accept(ssl) == 1 else {
+            refused.add(1, ordering: .acquiringAndReleasing)
+            return
+        }
+        completed.add(1, ordering: .acquiringAndReleasing)
+        let backend = connectBackend()
+        guard backend >= 0 else { return }
+        track(backend)
+        defer { untrack(backend) }
+        relay(ssl, client: client, backend: backend)
+        SSL_shutdown(ssl)
+    }
+
+    /// Copies bytes both ways until either side closes.
+    private func relay(_ ssl: OpaquePointer, client: Int32, backend: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        var fds = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: backend, events: Int16(POLLIN), revents: 0)]
+        while true {
+            // OpenSSL may hold decrypted bytes already read from the socket: poll would not see them.
+            if SSL_pending(ssl) == 0 {
+                guard poll(&fds, 2, -1) > 0 else { if errno == EINTR { continue } else { return } }
+            }
+            if SSL_pending(ssl) > 0 || fds[0].revents != 0 {
+                let n = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
+                guard n > 0, sendAll(backend, buffer[..<Int(n)]) else { return }
+            }
+            if fds[1].revents != 0 {
+                let n = buffer.withUnsafeMutableBytes { recv(backend, $0.baseAddress, $0.count, 0) }
+                guard n > 0 else { return }
+                let written = buffer.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32(n)) }
+                guard written == Int32(n) else { return }
+            }
+            fds[0].revents = 0
+            fds[1].revents = 0
+        }
+    }
+
+    private func connectBackend() -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return -1 }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(backendPort.load(ordering: .acquiring)).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { Glibc.close(fd); return -1 }
+        return fd
+    }
+
+    private func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + (offset - bytes.startIndex), bytes.endIndex - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            offset += n
+        }
+        return true
+    }
+
+    private func track(_ fd: Int32) { _ = open.withLock { $0.insert(fd) } }
+
+    /// Closes `fd` under the lock `shutdown` takes, so that it never touches a reused number.
+    private func untrack(_ fd: Int32) {
+        open.withLock { open in
+            open.remove(fd)
+            Glibc.close(fd)
+        }
+    }
+}
+
+/// An OpenSSL server context with one certificate and key. OpenSSL allows `SSL_new` on one
+/// context from many threads once it is set up; nothing changes it afterwards.
+private final class SSLContext: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    struct SetupError: Error, CustomStringConvertible {
+        let step: String
+        var description: String { "TLS test server: \(step) failed" }
+    }
+
+    init(identity: TestCertificates.Identity) throws {
+        guard let context = SSL_CTX_new(TLS_server_method()) else { throw SetupError(step: "SSL_CTX_new") }
+        pointer = context
+        guard let certificate = Self.read(identity.certificatePEM, { PEM_read_bio_X509($0, nil, nil, nil) }) else {
+            throw SetupError(step: "reading the certificate")
+        }
+        defer { X509_free(certificate) }
+        guard let key = Self.read(identity.privateKeyPEM, { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
+            throw SetupError(step: "reading the key")
+        }
+        defer { EVP_PKEY_free(key) }
+        guard SSL_CTX_use_certificate(context, certificate) == 1, SSL_CTX_use_PrivateKey(context, key) == 1,
+              SSL_CTX_check_private_key(context) == 1 else { throw SetupError(step: "loading the certificate and key") }
+    }
+
+    deinit { SSL_CTX_free(pointer) }
+
+    /// One PEM object from `text`, read from a memory BIO by `reader`.
+    private static func read(_ text: String, _ reader: (OpaquePointer) -> OpaquePointer?) -> OpaquePointer? {
+        text.withCString { chars -> OpaquePointer? in
+            guard let bio = BIO_new_mem_buf(chars, -1) else { return nil }
+            defer { BIO_free(bio) }
+            return reader(bio)
+        }
+    }
+}

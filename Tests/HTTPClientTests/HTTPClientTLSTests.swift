@@ -1,0 +1,98 @@
+import BFFTesting
+import Foundation
+import HTTPClient
+import Testing
+
+/// The client over real TLS (OpenSSL on both sides): an upstream is reached only when its
+/// certificate chains to a trusted CA, is in date and names the host asked for.
+@Suite("HTTPClient: TLS verification")
+struct HTTPClientTLSTests {
+    /// An https upstream with `identity`'s certificate in front of a plain server that
+    /// answers every request with "hello".
+    final class Upstream: Sendable {
+        let tls: TLSTestServer
+        let backend: ScriptedServer
+
+        init(_ identity: TestCertificates.Identity) throws {
+            backend = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" }
+            tls = try TLSTestServer(identity: identity)
+            tls.forward(to: backend.port)
+        }
+
+        func url(host: String = "localhost") -> String { "https://\(host):\(tls.port)/Patient/1" }
+    }
+
+    /// A client trusting the test CA only.
+    static func clientTrustingTestCA() throws -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.caCertificatesFile = try TestCertificates.caFile()
+        return HTTPClient(configuration: configuration)
+    }
+
+    @Test(arguments: ["localhost", "127.0.0.1"])
+    func certificateFromTheTrustedCAForTheHostIsAccepted(host: String) async throws {
+        let upstream = try Upstream(TestCertificates.localhost)
+        let client = try Self.clientTrustingTestCA()
+        let response = try await client.execute(HTTPClientRequest(url: upstream.url(host: host)))
+        #expect(response.status == 200)
+        #expect(response.body == Array("hello".utf8))
+        #expect(upstream.backend.requests.map(\.target) == ["/Patient/1"])
+    }
+
+    /// Certificates a client trusting the test CA must refuse for "localhost".
+    enum Untrusted: String, CaseIterable, Sendable {
+        case selfSigned = "self-signed"
+        case otherHostsName = "for another host name"
+        case expired = "expired"
+
+        var identity: TestCertificates.Identity {
+            switch self {
+            case .selfSigned: TestCertificates.selfSigned
+            case .otherHostsName: TestCertificates.otherName
+            case .expired: TestCertificates.expired
+            }
+        }
+    }
+
+    @Test(arguments: Untrusted.allCases)
+    func certificateIsRefusedAndNothingIsSent(certificate: Untrusted) async throws {
+        let upstream = try Upstream(certificate.identity)
+        let client = try Self.clientTrustingTestCA()
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await client.execute(HTTPClientRequest(url: upstream.url()))
+        }
+        #expect(error?.isTLSFailure == true, "\(String(reflecting: error))")
+        #expect(upstream.backend.requests.isEmpty) // the request (and its bearer token) never left
+    }
+
+    @Test func systemBundleDoesNotTrustThePrivateCA() async throws {
+        let upstream = try Upstream(TestCertificates.localhost)
+        let client = HTTPClient() // defaults: verification on, system CA bundle
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await client.execute(HTTPClientRequest(url: upstream.url()))
+        }
+        #expect(error?.isTLSFailure == true, "\(String(reflecting: error))")
+        #expect(upstream.backend.requests.isEmpty)
+    }
+
+    /// The control for the refusals above: the same self-signed server answers a client that
+    /// does not verify, so they come from verification and not from a broken server.
+    @Test func withoutVerificationTheSelfSignedServerAnswers() async throws {
+        let upstream = try Upstream(TestCertificates.selfSigned)
+        var configuration = HTTPClient.Configuration()
+        configuration.verifyTLS = false
+        let response = try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: upstream.url()))
+        #expect(response.body == Array("hello".utf8))
+        #expect(upstream.tls.completedHandshakes == 1)
+    }
+
+    @Test func connectionsAreReusedOverTLS() async throws {
+        let upstream = try Upstream(TestCertificates.localhost)
+        let client = try Self.clientTrustingTestCA()
+        for _ in 0..<5 {
+            #expect(try await client.execute(HTTPClientRequest(url: upstream.url())).status == 200)
+        }
+        #expect(upstream.tls.completedHandshakes == 1)
+        #expect(upstream.backend.requests.count == 5)
+    }
+}
