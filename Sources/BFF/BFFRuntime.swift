@@ -49,7 +49,9 @@ public final class BFFRuntime: Sendable {
         let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: configuration.tokenKey.value),
                                          fallbackKeys: try configuration.tokenKeyFallbacks.value.map { try AESGCMKey(bytes: $0) },
                                          logger: logger)
-        let services = try BFFServices(configuration: configuration, store: store, http: HTTPClient(configuration: options.http),
+        var http = options.http
+        if let caFile = configuration.tlsCAFile { http.caCertificatesFile = caFile }
+        let services = try BFFServices(configuration: configuration, store: store, http: HTTPClient(configuration: http),
                                        readiness: Readiness(pool: pool, migrator: migrator), now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI, extraRoutes: options.extraRoutes)
         var serverConfiguration = options.server

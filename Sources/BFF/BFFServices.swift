@@ -69,6 +69,22 @@ public final class BFFServices: Sendable {
         registrations[IssuerRegistration.normalize(iss)]
     }
 
+    /// The EHR's SMART configuration (cached). A failure is a 502 problem (504 on timeout).
+    func discovery(for registration: IssuerRegistration) async throws -> SMARTConfiguration {
+        do { return try await metadata.configuration(for: registration.iss) } catch {
+            logUpstreamFailure("EHR discovery failed", iss: registration.iss, error)
+            throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "EHR discovery failed: \(error.detail)")
+        }
+    }
+
+    /// Logs a request to the EHR that failed below HTTP (no connection, TLS, timeout) with
+    /// libcurl's text, which names the cause (an untrusted certificate, say) that the
+    /// client's problem response leaves out. Failures with an HTTP answer are not logged here.
+    func logUpstreamFailure(_ message: Logger.Message, iss: String, _ error: SMARTError) {
+        guard let cause = error.cause else { return }
+        logger.warning(message, metadata: ["smart.iss": .string(iss), "error.detail": .string(cause.debugDescription)])
+    }
+
     /// How smart-bff authenticates to this EHR's token endpoint.
     func authentication(for registration: IssuerRegistration) -> ClientAuthentication {
         if let key = clientKeys[registration.iss], let kid = registration.privateKeyID { return .privateKeyJWT(key: key, keyID: kid) }

@@ -53,6 +53,10 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     /// The same error with libcurl's result code and detailed text attached.
     func withCurl(code: Int, detail: String) -> Self { Self(self.code, message, curlCode: code, detail: detail) }
 
+    /// The kind of failure in a few generic words ("TLS failure", "timed out", "connect
+    /// failed", ...), safe to show a client.
+    public var failure: String { code.rawValue }
+
     public var isTimeout: Bool { code == .timedOut }
     public var isConnectFailure: Bool { code == .connectFailed }
     public var isTLSFailure: Bool { code == .tls }

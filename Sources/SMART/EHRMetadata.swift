@@ -85,7 +85,7 @@ public actor EHRMetadata {
         do {
             return try await client.execute(HTTPClientRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
         } catch {
-            throw SMARTError(error.isTimeout ? .timeout : .discovery, "discovery request failed: \(error.isTimeout ? "timed out" : "unreachable")")
+            throw SMARTError(error.isTimeout ? .timeout : .discovery, "discovery request failed: \(error.failure)", cause: error)
         }
     }
 }

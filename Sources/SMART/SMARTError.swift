@@ -1,3 +1,5 @@
+import HTTPClient
+
 /// Why a SMART step failed. `description` is safe to show a client: it never carries a
 /// token, code, secret or verifier.
 public struct SMARTError: Error, Sendable, CustomStringConvertible {
@@ -18,10 +20,14 @@ public struct SMARTError: Error, Sendable, CustomStringConvertible {
 
     public let kind: Kind
     public let detail: String
+    /// The outbound request's failure, when the EHR could not be reached or answered no
+    /// HTTP at all (its `debugDescription` has libcurl's text, for logs).
+    public let cause: HTTPClientError?
 
-    public init(_ kind: Kind, _ detail: String) {
+    public init(_ kind: Kind, _ detail: String, cause: HTTPClientError? = nil) {
         self.kind = kind
         self.detail = detail
+        self.cause = cause
     }
 
     public var description: String { detail }

@@ -56,7 +56,8 @@ public struct TokenClient: Sendable {
             return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8)))
         } catch {
             throw SMARTError(error.isTimeout ? .timeout : .tokenEndpoint,
-                             error.isTimeout ? "the token endpoint did not answer in time" : "the token endpoint is unreachable")
+                             error.isTimeout ? "the token endpoint did not answer in time" : "the token endpoint could not be reached (\(error.failure))",
+                             cause: error)
         }
     }
 }

@@ -16,7 +16,10 @@ final class BFFHarness: Sendable {
     let bffs: [BFFRuntime]
     let database: TestDatabase
     let logs: LogSink
-    let client = HTTPClient()
+    /// The test's own client (the "browser"); it trusts the test CA.
+    let client: HTTPClient
+    /// The TLS front of the sandbox EHR, when it is reached over https.
+    let ehrTLS: TLSTestServer?
 
     var bff: BFFRuntime { bffs[0] }
     var baseURL: String { "http://127.0.0.1:\(bff.port)" }
@@ -25,6 +28,7 @@ final class BFFHarness: Sendable {
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
                       returnOrigins: [String] = [], readTimeout: Duration = .seconds(5), proxyCacheSeconds: Int = 2,
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
+                      ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
@@ -33,11 +37,17 @@ final class BFFHarness: Sendable {
         sandboxOptions.signingKeyPEM = TestKeys.sandboxSigningKeyPEM
         let redirects = ports.map { "http://127.0.0.1:\($0)/callback" }
         sandboxOptions.clients = [SandboxClient(id: "test-app", redirectURIs: redirects)]
+        // Over TLS, the sandbox is https://localhost:<port> to everyone, through a TLS front
+        // with a certificate from the test CA (which `BFF_TLS_CA_FILE` names).
+        let ehrTLS = ehrOverTLS ? try TLSTestServer(identity: TestCertificates.localhost) : nil
+        if let ehrTLS { sandboxOptions.publicBaseURL = "https://localhost:\(ehrTLS.port)" }
+        let caFile = try TestCertificates.caFile()
         configure(&sandboxOptions)
         let logs = LogSink()
         var logger = Logger(label: "smart-bff.test") { label in JSONLogHandler(label: label, sink: logs) }
         logger.logLevel = .debug
         let sandbox = try await SandboxEHR.start(options: sandboxOptions, logger: Logger(label: "sandbox", factory: { _ in SwiftLogNoOpLogHandler() }))
+        ehrTLS?.forward(to: sandbox.port)
         for client in extraClients {
             var c = client
             c.redirectURIs = redirects
@@ -51,7 +61,8 @@ final class BFFHarness: Sendable {
             let configuration = BFFConfiguration(
                 listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(database.url),
                 issuers: registrations(sandbox, ports), tokenKey: Secret(keys.key), tokenKeyFallbacks: Secret(keys.fallbacks),
-                returnOrigins: [publicURL] + returnOrigins, logLevel: "debug", proxyCacheSeconds: proxyCacheSeconds)
+                returnOrigins: [publicURL] + returnOrigins, logLevel: "debug", proxyCacheSeconds: proxyCacheSeconds,
+                tlsCAFile: bffTrustsTestCA ? caFile : nil)
             var options = BFFRuntime.Options()
             options.migrationsDirectory = RepositoryPaths.migrations
             options.poolSize = 4
@@ -59,19 +70,26 @@ final class BFFHarness: Sendable {
             options.http.readTimeout = readTimeout
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
         }
-        return BFFHarness(sandbox: sandbox, bffs: bffs, database: database, logs: logs)
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.caCertificatesFile = caFile
+        return BFFHarness(sandbox: sandbox, bffs: bffs, database: database, logs: logs,
+                          client: HTTPClient(configuration: clientConfiguration), ehrTLS: ehrTLS)
     }
 
-    private init(sandbox: SandboxEHR, bffs: [BFFRuntime], database: TestDatabase, logs: LogSink) {
+    private init(sandbox: SandboxEHR, bffs: [BFFRuntime], database: TestDatabase, logs: LogSink,
+                 client: HTTPClient, ehrTLS: TLSTestServer?) {
         self.sandbox = sandbox
         self.bffs = bffs
         self.database = database
         self.logs = logs
+        self.client = client
+        self.ehrTLS = ehrTLS
     }
 
     func stop() async {
         for bff in bffs { await bff.shutdown(gracePeriod: .seconds(1)) }
         await sandbox.shutdown()
+        ehrTLS?.shutdown()
         database.pool.close()
     }
 }

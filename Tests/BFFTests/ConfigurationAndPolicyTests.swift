@@ -1,4 +1,5 @@
 import BFF
+import BFFTesting
 import Foundation
 import HTTPCore
 import SMART
@@ -43,6 +44,34 @@ struct ConfigurationAndPolicyTests {
         #expect("\(tuned.tokenKeyFallbacks)" == "<redacted>")
         let printed = "\(c.databaseURL) \(c.tokenKey) \(c.issuers.first!.clientSecret!)"
         #expect(!printed.contains("pw") && !printed.contains("s3cret") && printed.contains("<redacted>"))
+    }
+
+    @Test("BFF_TLS_CA_FILE: a PEM bundle OpenSSL reads is kept; any other file is refused at start, by name")
+    func caFile() throws {
+        let key = Data(repeating: 1, count: 32).base64EncodedString()
+        let ca = Array(TestCertificates.caPEM.utf8), leaf = Array(TestCertificates.localhost.certificatePEM.utf8)
+        let truncated = Array(TestCertificates.caPEM.utf8.dropLast(40))
+        let files: [String: [UInt8]] = ["/issuers": issuers, "/ca.pem": ca, "/bundle.pem": ca + [10] + leaf, "/empty.pem": [],
+                                        "/key.pem": Array(TestCertificates.localhost.privateKeyPEM.utf8), "/truncated.pem": truncated]
+        func configuration(_ caFile: String?) throws(ConfigurationError) -> BFFConfiguration {
+            var env = ["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/issuers", "BFF_TOKEN_KEY": key]
+            env["BFF_TLS_CA_FILE"] = caFile
+            return try BFFConfiguration.fromEnvironment(env, readFile: { path in
+                guard let bytes = files[path] else { throw CocoaError(.fileNoSuchFile) }
+                return bytes
+            })
+        }
+        #expect(try configuration(nil).tlsCAFile == nil)
+        #expect(try configuration("/ca.pem").tlsCAFile == "/ca.pem")
+        #expect(try configuration("/bundle.pem").tlsCAFile == "/bundle.pem")
+        let refused = ["/missing.pem": "cannot read /missing.pem",
+                       "/empty.pem": "/empty.pem holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                       "/key.pem": "/key.pem holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                       "/truncated.pem": "/truncated.pem is not PEM that OpenSSL can read"]
+        for (path, problem) in refused {
+            #expect(throws: ConfigurationError.self) { _ = try configuration(path) }
+            do { _ = try configuration(path) } catch { #expect(error.problems == ["BFF_TLS_CA_FILE: " + problem]) }
+        }
     }
 
     @Test("the session cookie: HttpOnly, SameSite, Path=/, no Domain; Secure and __Host- over https; None adds Partitioned")

@@ -1,3 +1,4 @@
+import Cryptography
 import Foundation
 import JSON
 
@@ -17,6 +18,7 @@ extension BFFConfiguration {
     /// - `BFF_PROXY_CACHE_SECONDS` (0–60, default 2; beyond the contract, see README)
     /// - `BFF_IO_THREADS` (1–256, default one per core; beyond the contract)
     /// - `BFF_DB_POOL_SIZE` (1–1000, default 16; beyond the contract)
+    /// - `BFF_TLS_CA_FILE` (PEM CA certificates for outbound TLS, default the system bundle; beyond the contract)
     /// Every problem is collected and reported together, one line each, naming the variable.
     public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment,
                                        readFile: (String) throws -> [UInt8] = { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) })
@@ -103,6 +105,8 @@ extension BFFConfiguration {
         let proxyCache = integer("BFF_PROXY_CACHE_SECONDS", default: 2, range: 0...60)
         let ioThreads = value("BFF_IO_THREADS") == nil ? nil : integer("BFF_IO_THREADS", default: 1, range: 1...256)
         let poolSize = integer("BFF_DB_POOL_SIZE", default: 16, range: 1...1000)
+        let caFile = value("BFF_TLS_CA_FILE")
+        if let caFile, let problem = caFileProblem(caFile, readFile: readFile) { problems.append("BFF_TLS_CA_FILE: \(problem)") }
 
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return BFFConfiguration(listenHost: host, listenPort: port, publicURL: publicURL,
@@ -110,7 +114,18 @@ extension BFFConfiguration {
                                 tokenKeyFallbacks: Secret(fallbackKeys),
                                 returnOrigins: returnOrigins, sessionTTL: sessionTTL, logLevel: logLevel,
                                 cookieSameSite: sameSite ?? .lax, auditRetentionDays: retention, proxyCacheSeconds: proxyCache,
-                                ioThreads: ioThreads, databasePoolSize: poolSize)
+                                ioThreads: ioThreads, databasePoolSize: poolSize, tlsCAFile: caFile)
+    }
+
+    /// Why `path` cannot serve as the outbound CA bundle, or nil when it can: it must be
+    /// readable and hold PEM certificates that OpenSSL reads.
+    static func caFileProblem(_ path: String, readFile: (String) throws -> [UInt8]) -> String? {
+        guard let pem = try? readFile(path) else { return "cannot read \(path)" }
+        switch PEMCertificateBundle.certificateCount(pem) {
+        case nil: return "\(path) is not PEM that OpenSSL can read"
+        case 0: return "\(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        default: return nil
+        }
     }
 
     static func parseListen(_ text: String) -> (String, Int)? {

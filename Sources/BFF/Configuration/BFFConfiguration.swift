@@ -38,6 +38,10 @@ public struct BFFConfiguration: Sendable {
     public var ioThreads: Int?
     /// `BFF_DB_POOL_SIZE`: PostgreSQL connections per instance.
     public var databasePoolSize: Int
+    /// `BFF_TLS_CA_FILE`: a PEM file of the CA certificates trusted for outbound TLS (EHR
+    /// discovery, token, JWKS and FHIR requests) in place of the system bundle; nil for the
+    /// system bundle.
+    public var tlsCAFile: String?
 
     /// Whether the public URL is https (then cookies are `Secure` and `__Host-` prefixed).
     public var isSecure: Bool { publicURL.lowercased().hasPrefix("https://") }
@@ -49,7 +53,8 @@ public struct BFFConfiguration: Sendable {
                 issuers: [IssuerRegistration], tokenKey: Secret<[UInt8]>, tokenKeyFallbacks: Secret<[[UInt8]]> = Secret([]),
                 returnOrigins: [String],
                 sessionTTL: Int = 28_800, logLevel: String = "info", cookieSameSite: SameSite = .lax,
-                auditRetentionDays: Int = 2190, proxyCacheSeconds: Int = 2, ioThreads: Int? = nil, databasePoolSize: Int = 16) {
+                auditRetentionDays: Int = 2190, proxyCacheSeconds: Int = 2, ioThreads: Int? = nil, databasePoolSize: Int = 16,
+                tlsCAFile: String? = nil) {
         self.listenHost = listenHost
         self.listenPort = listenPort
         self.publicURL = publicURL
@@ -65,6 +70,7 @@ public struct BFFConfiguration: Sendable {
         self.proxyCacheSeconds = proxyCacheSeconds
         self.ioThreads = ioThreads
         self.databasePoolSize = databasePoolSize
+        self.tlsCAFile = tlsCAFile
     }
 }
 

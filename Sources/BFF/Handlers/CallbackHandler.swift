@@ -23,10 +23,7 @@ struct CallbackHandler: Sendable {
         guard let registration = services.registration(for: pending.iss) else {
             throw Problems.badRequest("The issuer is no longer registered.", type: "unknown-issuer")
         }
-        let configuration: SMARTConfiguration
-        do { configuration = try await services.metadata.configuration(for: registration.iss) } catch {
-            throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "EHR discovery failed: \(error.detail)")
-        }
+        let configuration = try await services.discovery(for: registration)
         try checkIssuerParameter(request.queryParameter("iss"), configuration: configuration, registration: registration)
         if let error = request.queryParameter("error") {
             let description = CallbackHandler.printable(request.queryParameter("error_description") ?? "", limit: 300)
@@ -42,6 +39,7 @@ struct CallbackHandler: Sendable {
                 clientID: registration.clientID, authentication: services.authentication(for: registration),
                 tokenEndpoint: configuration.tokenEndpoint)
         } catch {
+            services.logUpstreamFailure("code exchange failed", iss: registration.iss, error)
             throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "Code exchange failed: \(error.detail)")
         }
         let identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)

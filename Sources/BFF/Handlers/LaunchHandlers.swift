@@ -51,10 +51,7 @@ struct LaunchHandlers: Sendable {
         } else if case .app = target {
             throw Problems.badRequest("A custom-scheme return_to needs a handoff_challenge (mobile hand-off).")
         }
-        let configuration: SMARTConfiguration
-        do { configuration = try await services.metadata.configuration(for: registration.iss) } catch {
-            throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "EHR discovery failed: \(error.detail)")
-        }
+        let configuration = try await services.discovery(for: registration)
         let pkce = PKCE.make()
         let state = SecureRandom.token(bytes: 32)
         let nonce = SecureRandom.token(bytes: 32)

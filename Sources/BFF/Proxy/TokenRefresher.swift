@@ -61,6 +61,7 @@ actor TokenRefresher {
             throw Problems.sessionEnded()
         } catch let error as SMARTError {
             services.metrics.recordRefresh("failed")
+            services.logUpstreamFailure("token refresh failed", iss: launch.iss, error)
             throw HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
                             detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
         }

@@ -1,0 +1,41 @@
+import BFF
+import BFFTesting
+import Foundation
+import JSON
+import Testing
+
+/// smart-bff in front of an EHR reached over https, as in every real deployment: the sandbox
+/// behind a real TLS server whose certificate comes from a private CA.
+@Suite("an EHR over TLS")
+struct TLSUpstreamTests {
+    @Test("with BFF_TLS_CA_FILE naming the EHR's CA: login, token, ID-token keys and FHIR reads all work over https")
+    func trustedPrivateCA() async throws {
+        let h = try await BFFHarness.start(ehrOverTLS: true)
+        defer { Task { await h.stop() } }
+        #expect(h.sandbox.fhirBaseURL.hasPrefix("https://localhost:"))
+        let browser = Browser(client: h.client)
+        let (done, launch) = try await h.standaloneLogin(browser)
+        #expect(done.status == 302)
+        let read = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(read.status == 200)
+        #expect(try JSONParser.parse(read.body)["id"]?.stringValue == "pat-1")
+        #expect(await h.sandbox.state.fhirRequests == 1)
+        #expect((h.ehrTLS?.completedHandshakes ?? 0) >= 1)
+    }
+
+    @Test("without the EHR's CA the certificate is refused: 502 at login, and nothing reaches the EHR")
+    func untrustedCA() async throws {
+        let h = try await BFFHarness.start(ehrOverTLS: true, bffTrustsTestCA: false)
+        defer { Task { await h.stop() } }
+        let login = try await Browser(client: h.client).request(h.baseURL + "/login")
+        #expect(login.status == 502)
+        #expect(login.header("Content-Type") == "application/problem+json")
+        #expect(h.ehrTLS?.completedHandshakes == 0)
+        #expect((h.ehrTLS?.refusedHandshakes ?? 0) >= 1)
+        #expect(await h.sandbox.state.tokenRequests == 0)
+        // The client learns the kind of failure; the operator's log has OpenSSL's reason.
+        #expect(login.text.contains("TLS failure"))
+        let warning = try #require(h.logs.captured.first { $0.contains("EHR discovery failed") })
+        #expect(warning.contains("certificate") && warning.contains(h.sandbox.fhirBaseURL))
+    }
+}
