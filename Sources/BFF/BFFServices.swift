@@ -23,6 +23,8 @@ public final class BFFServices: Sendable {
     public let audit: AuditWriter
     /// The FHIR proxy's short-lived session cache.
     let proxyCache: ProxySessionCache
+    /// The FHIR proxy's log of EHRs it cannot reach.
+    let upstreamFailures: UpstreamFailureLog
     public let readiness: Readiness
     /// The current time; tests move it.
     public let now: @Sendable () -> Date
@@ -60,6 +62,7 @@ public final class BFFServices: Sendable {
         clientKeys = keys
         metrics = Metrics()
         audit = AuditWriter(store: store, logger: logger)
+        upstreamFailures = UpstreamFailureLog(logger: logger)
         proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds), publicFHIRBase: configuration.publicURL + "/fhir")
     }
 

@@ -14,7 +14,7 @@ import Glibc
 public final class TLSTestServer: Sendable {
     public let port: Int
     private let listener: Int32
-    private let context: SSLContext
+    private let context: Mutex<SSLContext>
     private let backendPort = Atomic(0)
     private let completed = Atomic(0)
     private let refused = Atomic(0)
@@ -28,7 +28,7 @@ public final class TLSTestServer: Sendable {
     /// Listens with `identity`'s certificate and key; connections wait for `forward(to:)`.
     public init(identity: TestCertificates.Identity) throws {
         signal(SIGPIPE, SIG_IGN)
-        context = try SSLContext(identity: identity)
+        context = Mutex(try SSLContext(identity: identity))
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var address = sockaddr_in()
@@ -49,6 +49,14 @@ public final class TLSTestServer: Sendable {
 
     /// From now on, connections go on to `port` on 127.0.0.1.
     public func forward(to port: Int) { backendPort.store(port, ordering: .releasing) }
+
+    /// Handshakes from now on present `identity`; open connections end (so that clients
+    /// must make new ones).
+    public func present(_ identity: TestCertificates.Identity) throws {
+        let next = try SSLContext(identity: identity)
+        context.withLock { $0 = next }
+        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
+    }
 
     /// Stops accepting and ends every connection.
     public func shutdown() {
@@ -77,7 +85,7 @@ public final class TLSTestServer: Sendable {
     }
 
     private func serve(_ client: Int32) {
-        guard let ssl = SSL_new(context.pointer) else { return }
+        guard let ssl = context.withLock({ SSL_new($0.pointer) }) else { return }
         defer { SSL_free(ssl) }
         SSL_set_fd(ssl, client)
         guard SSL_accept(ssl) == 1 else {

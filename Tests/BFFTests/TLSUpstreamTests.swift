@@ -38,4 +38,30 @@ struct TLSUpstreamTests {
         let warning = try #require(h.logs.captured.first { $0.contains("EHR discovery failed") })
         #expect(warning.contains("certificate") && warning.contains(h.sandbox.fhirBaseURL))
     }
+
+    @Test("an EHR certificate that stops being trusted: 502, counted as a TLS error, logged once with its cause and again on recovery")
+    func certificateNoLongerTrusted() async throws {
+        let h = try await BFFHarness.start(ehrOverTLS: true)
+        defer { Task { await h.stop() } }
+        let tls = try #require(h.ehrTLS)
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        let read = h.baseURL + "/fhir/Patient/pat-1"
+        #expect(try await browser.api(read, launch: launch).status == 200)
+
+        try tls.present(TestCertificates.selfSigned)
+        for _ in 0..<3 { #expect(try await browser.api(read, launch: launch).status == 502) }
+        let failing = h.logs.captured.filter { $0.contains("FHIR requests to the EHR") && $0.contains("\"level\":\"warning\"") }
+        #expect(failing.count == 1) // not one line per request
+        #expect(failing.first?.contains("FHIR requests to the EHR fail") == true)
+        #expect(failing.first?.contains("certificate") == true)
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"tls\"} 3"))
+
+        try tls.present(TestCertificates.localhost)
+        #expect(try await browser.api(read, launch: launch).status == 200)
+        let recovered = h.logs.captured.filter { $0.contains("FHIR requests to the EHR are answered again") }
+        #expect(recovered.count == 1)
+        #expect(recovered.first?.contains("\"upstream.failures\":\"3\"") == true)
+    }
 }

@@ -30,13 +30,13 @@ struct FHIRProxy: Sendable {
             (token, version) = (tokens.accessToken, tokens.version)
         }
         let url = launch.iss + "/" + path + (request.query.map { "?" + $0 } ?? "")
-        var upstream = try await send(request, url: url, token: token)
+        var upstream = try await send(request, iss: launch.iss, url: url, token: token)
         if upstream.status == 401 {
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
             upstream.body.cancel()
-            upstream = try await send(request, url: url, token: tokens.accessToken)
+            upstream = try await send(request, iss: launch.iss, url: url, token: tokens.accessToken)
         }
         return try await respond(upstream, request: request, launch: launch, rewriter: entry.rewriter)
     }
@@ -51,7 +51,7 @@ struct FHIRProxy: Sendable {
         }
     }
 
-    private func send(_ request: Request, url: String, token: String) async throws -> HTTPClientStreamingResponse {
+    private func send(_ request: Request, iss: String, url: String, token: String) async throws -> HTTPClientStreamingResponse {
         var headers = [("Authorization", "Bearer " + token), ("Accept", request.headers["Accept"] ?? "application/fhir+json")]
         for name in ["If-None-Match", "If-Modified-Since"] {
             if let value = request.headers[name] { headers.append((name, value)) }
@@ -61,9 +61,11 @@ struct FHIRProxy: Sendable {
             let response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers))
             let elapsed = ContinuousClock.now - started
             services.metrics.recordUpstream(seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            services.upstreamFailures.answered(iss: iss, now: services.now())
             return response
         } catch {
-            services.metrics.recordUpstreamError(error.isTimeout ? "timeout" : "unreachable")
+            services.metrics.recordUpstreamError(error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : "unreachable")
+            services.upstreamFailures.failed(iss: iss, error, now: services.now())
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
