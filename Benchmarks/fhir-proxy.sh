@@ -12,6 +12,9 @@
 #   (perf uprobe on libc's malloc; root).
 # COMPARE_BINARY=path: also run that smart-bff build ("alt": same database, same session)
 #   in every round, right after this one: an A/B of two builds on the same machine state.
+# COMPARE_ENV="NAME=value ...": extra environment for the alt process only (for a spike
+#   build's switches, e.g. Benchmarks/spikes/audit-modes.patch's BENCH_AUDIT_MODE=off).
+# PG_EXTRA_OPTS="-c name=value ...": extra settings for the throwaway PostgreSQL.
 source "$(dirname "$0")/lib.sh"
 CONNS=${1:-32}; SECS=${2:-5}; ROUNDS=${3:-3}
 build_release
@@ -51,7 +54,7 @@ wait_for_port $UP; wait_for_port $SANDBOX; wait_for_port $BFF_PORT
 ALT_PORT=18305; WHO="bff nginx direct"
 if [ -n "${COMPARE_BINARY:-}" ]; then
   BFF_LISTEN=127.0.0.1:$ALT_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$TOKEN_KEY \
-    "$COMPARE_BINARY" serve 2>"$WORK/alt.log" & PIDS+=($!); ALT_PID=$!
+    env ${COMPARE_ENV:-} "$COMPARE_BINARY" serve 2>"$WORK/alt.log" & PIDS+=($!); ALT_PID=$!
   wait_for_port $ALT_PORT; WHO="bff alt nginx direct"
 fi
 # Sign in (standalone launch) with curl.

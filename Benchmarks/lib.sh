@@ -19,7 +19,7 @@ start_postgres() {
   [ "$(id -u)" = 0 ] && chown postgres "$WORK" "$WORK/pg" "$WORK/sock"
   as_postgres "$PG_BIN/initdb" -D "$WORK/pg" -U postgres -A trust >/dev/null
   as_postgres "$PG_BIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
-    -o "-k $WORK/sock -c listen_addresses='' -p 5432 -c max_connections=200" start >/dev/null
+    -o "-k $WORK/sock -c listen_addresses='' -p 5432 -c max_connections=200 ${PG_EXTRA_OPTS:-}" start >/dev/null
   export DATABASE_URL="postgresql:///postgres?host=$WORK/sock&port=5432&user=postgres"
   PG_SOCK="$WORK/sock"
 }
