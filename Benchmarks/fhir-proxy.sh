@@ -15,11 +15,30 @@
 # COMPARE_ENV="NAME=value ...": extra environment for the alt process only (for a spike
 #   build's switches, e.g. Benchmarks/spikes/audit-modes.patch's BENCH_AUDIT_MODE=off).
 # PG_EXTRA_OPTS="-c name=value ...": extra settings for the throwaway PostgreSQL.
+# TLS=1: the EHR (upstream nginx, sandbox behind it) is https with a certificate from a
+#   throwaway CA, trusted by smart-bff (BFF_TLS_CA_FILE) and by the nginx proxy (verified,
+#   keep-alive, sessions reused); "direct" stays plain http to the same server.
 source "$(dirname "$0")/lib.sh"
 CONNS=${1:-32}; SECS=${2:-5}; ROUNDS=${3:-3}
 build_release
 start_postgres
-UP=18301; PROXY=18302; SANDBOX=18303; BFF_PORT=18304
+UP=18301; PROXY=18302; SANDBOX=18303; BFF_PORT=18304; UP_TLS=18306
+# The EHR as smart-bff and the nginx proxy reach it.
+EHR="http://127.0.0.1:$UP"; UP_LISTEN_TLS=""; PROXY_PASS="proxy_pass http://fhir;"
+if [ -n "${TLS:-}" ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
+    -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$WORK/ehr.key" -out "$WORK/ehr.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$WORK/ehr.ext"
+  openssl x509 -req -in "$WORK/ehr.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 \
+    -extfile "$WORK/ehr.ext" -out "$WORK/ehr.pem" 2>/dev/null
+  chmod 644 "$WORK"/*.pem "$WORK"/*.key
+  EHR="https://127.0.0.1:$UP_TLS"
+  UP_LISTEN_TLS="listen 127.0.0.1:$UP_TLS ssl; ssl_certificate $WORK/ehr.pem; ssl_certificate_key $WORK/ehr.key;"
+  PROXY_PASS="proxy_pass https://fhir_tls; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/ca.pem; proxy_ssl_name localhost; proxy_ssl_session_reuse on;"
+  export BFF_TLS_CA_FILE=$WORK/ca.pem CURL_CA_BUNDLE=$WORK/ca.pem
+fi
 python3 - "$WORK/patient.json" <<'PY'
 import json, sys
 p = {"resourceType": "Patient", "id": "bench", "meta": {"versionId": "1", "lastUpdated": "2026-11-01T09:00:00Z"},
@@ -36,17 +55,18 @@ http {
   access_log off;
   upstream sandbox { server 127.0.0.1:$SANDBOX; keepalive 32; }
   upstream fhir { server 127.0.0.1:$UP; keepalive 64; }
-  server { listen 127.0.0.1:$UP;
+  upstream fhir_tls { server 127.0.0.1:$UP_TLS; keepalive 64; }
+  server { listen 127.0.0.1:$UP; $UP_LISTEN_TLS
     location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; }
     location / { proxy_pass http://sandbox; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$host:\$server_port; } }
   server { listen 127.0.0.1:$PROXY;
-    location / { proxy_pass http://fhir; proxy_http_version 1.1; proxy_set_header Connection ""; } }
+    location / { $PROXY_PASS proxy_http_version 1.1; proxy_set_header Connection ""; } }
 }
 NGINX
 nginx -c "$WORK/nginx.conf" & PIDS+=($!)
-"$BFF" sandbox --port $SANDBOX --public-url "http://127.0.0.1:$UP" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
+"$BFF" sandbox --port $SANDBOX --public-url "$EHR" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
   >/dev/null 2>&1 & PIDS+=($!)
-echo "[{\"iss\":\"http://127.0.0.1:$UP/fhir\",\"client_id\":\"bench\"}]" > "$WORK/issuers.json"
+echo "[{\"iss\":\"$EHR/fhir\",\"client_id\":\"bench\"}]" > "$WORK/issuers.json"
 TOKEN_KEY=$(openssl rand -base64 32)
 BFF_LISTEN=127.0.0.1:$BFF_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$TOKEN_KEY \
   "$BFF" serve 2>"$WORK/bff.log" & PIDS+=($!); BFF_PID=$!
@@ -61,7 +81,7 @@ fi
 JAR=$WORK/cookies
 auth=$(curl -s -o /dev/null -w '%{redirect_url}' -c "$JAR" "http://127.0.0.1:$BFF_PORT/login")
 approve=$(curl -s "$auth" | grep -o 'href="/authorize/approve[^"]*pat-1"' | head -1 | sed 's/^href="//; s/"$//; s/&amp;/\&/g')
-callback=$(curl -s -o /dev/null -w '%{redirect_url}' "http://127.0.0.1:$UP$approve")
+callback=$(curl -s -o /dev/null -w '%{redirect_url}' "$EHR$approve")
 final=$(curl -s -o /dev/null -w '%{redirect_url}' -b "$JAR" -c "$JAR" "$callback")
 LAUNCH=${final##*bff_launch=}
 COOKIE=$(awk '$6 == "bff_session" {print "bff_session=" $7}' "$JAR")
