@@ -230,15 +230,19 @@ public final class PostgresSessionStore: SessionStore {
 
     public func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws {
         // Keyset paging on (at, id): each page is one indexed range scan, however long the
-        // trail. The cursor holds `at` as whole microseconds, exact where a Double is not.
+        // trail. The cursor holds `at` as whole microseconds, exact where a Double is not, and
+        // goes back as whole seconds plus microseconds: `micros * interval '1 microsecond'`
+        // multiplies in floating point, inexact beyond 2^53 µs (the 23rd century), where the
+        // cursor would land beside its row and a page could repeat forever.
         var cursor: (micros: Int, id: Int)?
         while true {
+            let (cursorSeconds, cursorMicros) = (cursor?.micros ?? 0).quotientAndRemainder(dividingBy: 1_000_000)
             let rows = try await pool.query("""
                 SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes,
                        (extract(epoch from at) * 1000000)::bigint
                 FROM audit_events
                 WHERE at >= to_timestamp(\(since.map(PostgresValue.date) ?? .double(0)))
-                  AND (\(cursor == nil) OR (at, id) > (timestamptz 'epoch' + \(cursor?.micros ?? 0)::bigint * interval '1 microsecond', \(cursor?.id ?? 0)::bigint))
+                  AND (\(cursor == nil) OR (at, id) > (to_timestamp(\(cursorSeconds)::bigint) + \(cursorMicros)::bigint * interval '1 microsecond', \(cursor?.id ?? 0)::bigint))
                 ORDER BY at, id LIMIT \(max(1, pageSize))
                 """)
             guard let last = rows.last else { return }

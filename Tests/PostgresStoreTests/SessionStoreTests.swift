@@ -203,6 +203,28 @@ struct SessionStoreTests {
         #expect(recent.count == 8 && recent.allSatisfy { $0.at >= instants[3].addingTimeInterval(-0.000_001) }, "\(recent.count)")
     }
 
+    @Test("paging is exact to the microsecond for rows not written by smart-bff (an import, a restore): every row once")
+    func auditPagesAtAnyMicrosecond() async throws {
+        let db = try await TestDatabase.make()
+        // Rows written with SQL, three to an instant, at odd microseconds of the 24th century,
+        // where epoch seconds in a Double no longer hold every microsecond (a cursor taken
+        // through one lands beside the row and skips or repeats its ties).
+        try await db.pool.query("""
+            INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
+            SELECT timestamptz '2381-06-01 00:00:00+00' + (n / 3) * interval '1.000007 seconds' + interval '1 microsecond',
+                   'h', 'i', 's', 'GET', '/Patient/' || n, 200, n
+            FROM generate_series(0, 29) AS n
+            """)
+        for pageSize in [1, 2, 4, 7] {
+            var paths: [String] = []
+            try await db.store.forEachAuditPage(since: nil, pageSize: pageSize) { page in
+                paths += page.map(\.pathAndQuery)
+                if paths.count > 30 { throw CancellationError() } // a cursor that repeats would page forever
+            }
+            #expect(paths == (0..<30).map { "/Patient/\($0)" }, "page size \(pageSize)")
+        }
+    }
+
     @Test("audit entries the database refuses are kept, escaped; the rest of their batch goes in unchanged")
     func refusedAuditEntries() async throws {
         let db = try await TestDatabase.make()
