@@ -1,3 +1,4 @@
+import BFFTesting
 import Foundation
 import HTTPClient
 import Synchronization
@@ -28,7 +29,7 @@ struct HTTPClientFailureTests {
         let client = HTTPClient(configuration: configuration)
         let started = ContinuousClock.now
         let error = await #expect(throws: HTTPClientError.self) {
-            try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(unusedPort())/x"))
+            try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(try LoopbackSocket.unusedPort())/x"))
         }
         #expect(error?.isConnectFailure == true)
         #expect(error?.curlCode == 7) // CURLE_COULDNT_CONNECT, not CURLE_OPERATION_TIMEDOUT
@@ -187,7 +188,7 @@ struct HTTPClientFailureTests {
             guard connection.readRequest() != nil else { return }
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
         }
-        let urls = ["http://127.0.0.1:\(unusedPort())/fhir/Patient?access_token=\(secret)",
+        let urls = ["http://127.0.0.1:\(try LoopbackSocket.unusedPort())/fhir/Patient?access_token=\(secret)",
                     truncating.baseURL + "/fhir/Patient?access_token=\(secret)",
                     "http://no-such-host.invalid/?code=\(secret)"]
         for url in urls {
