@@ -44,4 +44,50 @@ public enum LoopbackSocket {
         close(fd)
         return port
     }
+
+    /// A socket connected to `port` on 127.0.0.1.
+    public static func connect(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let code = errno
+            close(fd)
+            throw POSIXError(.init(rawValue: code) ?? .ECONNREFUSED)
+        }
+        return fd
+    }
+
+    /// Writes all of `bytes` to `fd`; false when the peer has gone.
+    public static func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + (offset - bytes.startIndex), bytes.endIndex - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            offset += n
+        }
+        return true
+    }
+
+    /// Copies bytes both ways between two sockets until either side closes.
+    public static func relay(_ a: Int32, _ b: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        var fds = [pollfd(fd: a, events: Int16(POLLIN), revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0)]
+        while true {
+            guard poll(&fds, 2, -1) > 0 else { if errno == EINTR { continue } else { return } }
+            for (from, to) in [(0, 1), (1, 0)] where fds[from].revents != 0 {
+                let n = buffer.withUnsafeMutableBytes { recv(fds[from].fd, $0.baseAddress, $0.count, 0) }
+                guard n > 0, sendAll(fds[to].fd, buffer[..<n]) else { return }
+            }
+            fds[0].revents = 0
+            fds[1].revents = 0
+        }
+    }
 }

@@ -79,8 +79,7 @@ public final class TLSTestServer: Sendable {
             return
         }
         completed.add(1, ordering: .acquiringAndReleasing)
-        let backend = connectBackend()
-        guard backend >= 0 else { return }
+        guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }
         track(backend)
         defer { untrack(backend) }
         relay(ssl, client: client, backend: backend)
@@ -98,7 +97,7 @@ public final class TLSTestServer: Sendable {
             }
             if SSL_pending(ssl) > 0 || fds[0].revents != 0 {
                 let n = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
-                guard n > 0, sendAll(backend, buffer[..<Int(n)]) else { return }
+                guard n > 0, LoopbackSocket.sendAll(backend, buffer[..<Int(n)]) else { return }
             }
             if fds[1].revents != 0 {
                 let n = buffer.withUnsafeMutableBytes { recv(backend, $0.baseAddress, $0.count, 0) }
@@ -109,31 +108,6 @@ public final class TLSTestServer: Sendable {
             fds[0].revents = 0
             fds[1].revents = 0
         }
-    }
-
-    private func connectBackend() -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return -1 }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(backendPort.load(ordering: .acquiring)).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { Glibc.close(fd); return -1 }
-        return fd
-    }
-
-    private func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
-        var offset = bytes.startIndex
-        while offset < bytes.endIndex {
-            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + (offset - bytes.startIndex), bytes.endIndex - offset, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            offset += n
-        }
-        return true
     }
 
     private func track(_ fd: Int32) { _ = open.withLock { $0.insert(fd) } }

@@ -44,6 +44,10 @@ public final class HTTPClient: Sendable {
         /// A PEM file of the CA certificates to trust, in place of the system bundle (for
         /// upstreams under a private CA). Default nil: the system bundle.
         public var caCertificatesFile: String?
+        /// The proxy to go through (`http://host:port`); https upstreams are reached through
+        /// a `CONNECT` tunnel, TLS verified end to end. Default nil: the standard environment
+        /// variables (`https_proxy`, `http_proxy`, `no_proxy`) decide, as libcurl reads them.
+        public var proxy: String?
 
         public init() {}
     }

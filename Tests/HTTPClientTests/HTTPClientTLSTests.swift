@@ -95,4 +95,25 @@ struct HTTPClientTLSTests {
         #expect(upstream.tls.completedHandshakes == 1)
         #expect(upstream.backend.requests.count == 5)
     }
+
+    @Test("through an egress proxy: a CONNECT tunnel, the proxy's answer kept out of the response, TLS verified end to end")
+    func throughAConnectProxy() async throws {
+        let upstream = try Upstream(TestCertificates.localhost)
+        let proxy = try ConnectProxy()
+        var configuration = HTTPClient.Configuration()
+        configuration.caCertificatesFile = try TestCertificates.caFile()
+        configuration.proxy = proxy.url
+        let client = HTTPClient(configuration: configuration)
+        let response = try await client.execute(HTTPClientRequest(url: upstream.url()))
+        #expect(response.status == 200 && response.body == Array("hello".utf8))
+        #expect(!response.headers.contains { $0.name.lowercased() == "proxy-agent" })
+        #expect(proxy.tunnels == ["localhost:\(upstream.tls.port)"])
+
+        let impostor = try Upstream(TestCertificates.otherName)
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await client.execute(HTTPClientRequest(url: impostor.url()))
+        }
+        #expect(error?.isTLSFailure == true, "\(String(reflecting: error))")
+        #expect(impostor.backend.requests.isEmpty)
+    }
 }

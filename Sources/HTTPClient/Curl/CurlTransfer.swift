@@ -92,6 +92,7 @@ final class CurlTransfer: @unchecked Sendable {
         bff_curl_setopt_long(h, CURLOPT_SSL_VERIFYPEER, configuration.verifyTLS ? 1 : 0)
         bff_curl_setopt_long(h, CURLOPT_SSL_VERIFYHOST, configuration.verifyTLS ? 2 : 0)
         if let caFile = configuration.caCertificatesFile { bff_curl_setopt_ptr(h, CURLOPT_CAINFO, caFile) }
+        if let proxy = configuration.proxy { bff_curl_setopt_ptr(h, CURLOPT_PROXY, proxy) }
         bff_curl_setopt_ptr(h, CURLOPT_USERAGENT, "smart-bff")
         bff_curl_setopt_ptr(h, CURLOPT_HTTPHEADER, headerList)
         if maxBodyBytes != .max {

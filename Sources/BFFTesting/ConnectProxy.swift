@@ -1,0 +1,93 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A test-only forward proxy on 127.0.0.1 that accepts only `CONNECT` (the tunnel clients
+/// use for https), as hospital egress proxies do: it answers 200, then relays bytes both
+/// ways. Anything else gets 405. One thread per connection, blocking calls.
+public final class ConnectProxy: Sendable {
+    public let port: Int
+    private let listener: Int32
+    private let targets = Mutex<[String]>([])
+    private let open = Mutex<Set<Int32>>([])
+
+    /// The `host:port` of every CONNECT received, in order.
+    public var tunnels: [String] { targets.withLock { $0 } }
+    /// `http://127.0.0.1:<port>`, for a client's proxy setting.
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    public init() throws {
+        signal(SIGPIPE, SIG_IGN)
+        (listener, port) = try LoopbackSocket.listen(backlog: 128)
+        Thread.detachNewThread { [self] in
+            while true {
+                let client = accept(listener, nil, nil)
+                if client < 0 {
+                    if errno == EINTR { continue }
+                    return // shut down
+                }
+                track(client)
+                Thread.detachNewThread { [self] in
+                    serve(client)
+                    untrack(client)
+                }
+            }
+        }
+    }
+
+    /// Stops accepting and ends every tunnel.
+    public func shutdown() {
+        Glibc.shutdown(listener, Int32(SHUT_RDWR))
+        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
+    }
+
+    deinit {
+        shutdown()
+        Glibc.close(listener)
+    }
+
+    private func serve(_ client: Int32) {
+        guard let head = readHead(client) else { return }
+        let words = head.components(separatedBy: "\r\n")[0].split(separator: " ")
+        guard words.count == 3, words[0] == "CONNECT", let colon = words[1].lastIndex(of: ":"),
+              let port = Int(words[1][words[1].index(after: colon)...]) else {
+            _ = send(client, "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        }
+        targets.withLock { $0.append(String(words[1])) }
+        // Tests' upstreams are local: every host name goes to 127.0.0.1.
+        guard let upstream = try? LoopbackSocket.connect(port: port) else {
+            _ = send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        }
+        track(upstream)
+        defer { untrack(upstream) }
+        guard send(client, "HTTP/1.1 200 Connection established\r\nProxy-Agent: smart-bff-test-proxy\r\n\r\n") else { return }
+        LoopbackSocket.relay(client, upstream)
+    }
+
+    /// The request head, up to the blank line (a CONNECT has no body).
+    private func readHead(_ fd: Int32) -> String? {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while bytes.count < 8192 {
+            guard recv(fd, &byte, 1, 0) == 1 else { return nil }
+            bytes.append(byte)
+            if bytes.count >= 4, bytes.suffix(4) == [13, 10, 13, 10] { return String(decoding: bytes, as: UTF8.self) }
+        }
+        return nil
+    }
+
+    private func send(_ fd: Int32, _ text: String) -> Bool { LoopbackSocket.sendAll(fd, Array(text.utf8)[...]) }
+
+    private func track(_ fd: Int32) { _ = open.withLock { $0.insert(fd) } }
+
+    private func untrack(_ fd: Int32) {
+        open.withLock { open in
+            open.remove(fd)
+            Glibc.close(fd)
+        }
+    }
+}
