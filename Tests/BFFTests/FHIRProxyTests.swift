@@ -19,6 +19,8 @@ struct FHIRProxyTests {
         #expect(try JSONParser.parse(read.body)["id"]?.stringValue == "pat-1")
         #expect(read.header("ETag") == "W/\"1\"" && read.header("Last-Modified") != nil && read.header("Cache-Control") == "no-store")
         #expect(read.header("Set-Cookie") == nil) // the EHR's cookie stays upstream
+        // EHR content never runs as a page of the BFF's origin.
+        #expect(read.header("Content-Security-Policy") == "default-src 'none'; sandbox" && read.header("X-Content-Type-Options") == "nosniff")
         let upstream = try #require(await h.sandbox.state.recentFHIRRequests.last)
         let names = Set(upstream.headers.map { $0.name.lowercased() })
         #expect(names.isSubset(of: ["host", "authorization", "accept", "user-agent", "if-none-match", "if-modified-since"]))
@@ -32,6 +34,7 @@ struct FHIRProxyTests {
         let missing = try await browser.api(h.baseURL + "/fhir/Patient/nobody", launch: launch)
         let outcome = try JSONParser.parse(missing.body)
         #expect(missing.status == 404 && outcome["resourceType"]?.stringValue == "OperationOutcome")
+        #expect(missing.header("Content-Security-Policy") == "default-src 'none'; sandbox")
         #expect(try await browser.api("POST", h.baseURL + "/fhir/Patient", launch: launch).status == 405)
     }
 

@@ -1,7 +1,8 @@
 import HTTPCore
 
-/// Headers every smart-bff response carries: no sniffing, no framing of BFF pages, no
-/// referrer leaking codes or state.
+/// Headers every smart-bff response carries: no sniffing, no referrer leaking codes or
+/// state. Framing is not refused: EHRs embed SMART apps, and the app may share the BFF's
+/// origin (see `BFF_COOKIE_SAMESITE=none`).
 public struct SecurityHeaders: Middleware {
     public init() {}
 

@@ -7,7 +7,8 @@ import Sessions
 /// `GET`/`HEAD /fhir/{path}?{query}`: the EHR's response to `{iss}/{path}?{query}` with the
 /// launch's bearer token. Only `Accept`, `If-None-Match` and `If-Modified-Since` of the
 /// browser's request go upstream; only status, body, `Content-Type`, `ETag`,
-/// `Last-Modified` and a rewritten `Location` come back, with `Cache-Control: no-store`.
+/// `Last-Modified` and a rewritten `Location` come back, with `Cache-Control: no-store` and
+/// a sandboxing `Content-Security-Policy`.
 /// Bodies stream through; a truncated upstream body ends the connection, never a clean 200.
 struct FHIRProxy: Sendable {
     let services: BFFServices
@@ -86,6 +87,11 @@ struct FHIRProxy: Sendable {
             response.headers.add("Location", URLRewriter.rewrite(url: location, from: launch.iss, to: publicBase))
         }
         response.headers.replace("Cache-Control", "no-store")
+        // The body is the EHR's (a Binary may be any type, HTML included): should a browser
+        // ever render one as a page at the BFF's origin, where the session cookie lives, it
+        // runs no script and loads nothing. (Navigations cannot send X-CSRF, so today they
+        // are refused before any upstream call; this is the second line.)
+        response.headers.replace("Content-Security-Policy", "default-src 'none'; sandbox")
         let rewrite = upstream.header("Content-Type").map(FHIRProxy.isJSON) ?? false
         let declared = upstream.header("Content-Length").flatMap(Int.init)
         let audit = auditRecorder(request: request, launch: launch, status: upstream.status)
