@@ -59,6 +59,15 @@ public final class BFFRuntime: Sendable {
         serverConfiguration.port = configuration.listenPort
         let server = HTTPServer(configuration: serverConfiguration, makeApplication: { app.makeHTTPApplication() }, logger: logger)
         try server.start()
+        // What an operator checks first, and nothing secret (no database URL, key or client secret).
+        logger.info("serving", metadata: [
+            "bff.public_url": .string(configuration.publicURL),
+            "smart.issuers": .string(configuration.issuers.map(\.iss).joined(separator: " ")),
+            "tls.trust": .string(configuration.tlsCAFile ?? "system CA bundle"),
+            "http.io_threads": .stringConvertible(serverConfiguration.eventLoops),
+            "db.pool_size": .stringConvertible(options.poolSize),
+            "proxy.cache_seconds": .stringConvertible(configuration.proxyCacheSeconds),
+        ])
         let retention = configuration.auditRetentionDays
         let sweeper = Task {
             while !Task.isCancelled {

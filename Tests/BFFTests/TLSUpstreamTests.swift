@@ -21,6 +21,10 @@ struct TLSUpstreamTests {
         #expect(try JSONParser.parse(read.body)["id"]?.stringValue == "pat-1")
         #expect(await h.sandbox.state.fhirRequests == 1)
         #expect((h.ehrTLS?.completedHandshakes ?? 0) >= 1)
+        // The start-up line says which CAs are trusted, and which EHRs are registered.
+        let serving = try #require(h.logs.captured.first { $0.contains("\"msg\":\"serving\"") })
+        #expect(serving.contains(try TestCertificates.caFile()) && serving.contains(h.sandbox.fhirBaseURL))
+        #expect(!serving.contains(h.database.url))
     }
 
     @Test("without the EHR's CA the certificate is refused: 502 at login, and nothing reaches the EHR")
