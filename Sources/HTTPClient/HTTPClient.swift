@@ -41,8 +41,8 @@ public final class HTTPClient: Sendable {
         public var maxResponseBodyBytes = 16 << 20
         /// Verify TLS certificates and host names. Default on.
         public var verifyTLS = true
-        /// A PEM file of the CA certificates to trust, in place of the system bundle (for
-        /// upstreams under a private CA). Default nil: the system bundle.
+        /// A PEM file of the CA certificates to trust, in place of the system's (bundle and
+        /// directory), for upstreams under a private CA. Default nil: the system's.
         public var caCertificatesFile: String?
         /// The proxy to go through (`http://host:port`); https upstreams are reached through
         /// a `CONNECT` tunnel, TLS verified end to end. Default nil: the standard environment

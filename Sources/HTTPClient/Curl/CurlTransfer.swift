@@ -91,7 +91,12 @@ final class CurlTransfer: @unchecked Sendable {
         bff_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(clamping: configuration.connectTimeout.nanoseconds / 1_000_000))
         bff_curl_setopt_long(h, CURLOPT_SSL_VERIFYPEER, configuration.verifyTLS ? 1 : 0)
         bff_curl_setopt_long(h, CURLOPT_SSL_VERIFYHOST, configuration.verifyTLS ? 2 : 0)
-        if let caFile = configuration.caCertificatesFile { bff_curl_setopt_ptr(h, CURLOPT_CAINFO, caFile) }
+        if let caFile = configuration.caCertificatesFile {
+            bff_curl_setopt_ptr(h, CURLOPT_CAINFO, caFile)
+            // Only the file: builds with a default CA directory (Debian's: /etc/ssl/certs)
+            // would trust that directory's certificates as well.
+            bff_curl_setopt_ptr(h, CURLOPT_CAPATH, nil)
+        }
         if let proxy = configuration.proxy { bff_curl_setopt_ptr(h, CURLOPT_PROXY, proxy) }
         bff_curl_setopt_ptr(h, CURLOPT_USERAGENT, "smart-bff")
         bff_curl_setopt_ptr(h, CURLOPT_HTTPHEADER, headerList)
