@@ -68,4 +68,17 @@ struct TLSUpstreamTests {
         #expect(recovered.count == 1)
         #expect(recovered.first?.contains("\"upstream.failures\":\"3\"") == true)
     }
+
+    @Test("an EHR that breaks off mid-body over TLS: never a complete-looking 200")
+    func truncatedOverTLS() async throws {
+        let h = try await BFFHarness.start(ehrOverTLS: true)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setCloseMidBody(true)
+        let page = try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(page == nil || page?.status == 502, "\(page?.status ?? 0)")
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"truncated\"} 1"))
+    }
 }
