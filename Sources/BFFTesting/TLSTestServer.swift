@@ -19,11 +19,16 @@ public final class TLSTestServer: Sendable {
     private let completed = Atomic(0)
     private let refused = Atomic(0)
     private let open = Mutex<Set<Int32>>([])
+    private let protocols = Mutex<[String]>([])
 
     /// Handshakes that completed (the client accepted the certificate).
     public var completedHandshakes: Int { completed.load(ordering: .acquiring) }
     /// Handshakes that did not (the client refused the certificate, or went away).
     public var refusedHandshakes: Int { refused.load(ordering: .acquiring) }
+    /// The application protocol each completed handshake agreed on (ALPN: "h2" when the
+    /// client offered it, as HTTP/2-capable servers answer; else "http/1.1"; "" without ALPN).
+    /// Only HTTP/1.1 is relayed meaningfully: the backends are HTTP/1.1 servers.
+    public var negotiatedProtocols: [String] { protocols.withLock { $0 } }
 
     /// Listens with `identity`'s certificate and key; connections wait for `forward(to:)`.
     public init(identity: TestCertificates.Identity) throws {
@@ -79,6 +84,11 @@ public final class TLSTestServer: Sendable {
             return
         }
         completed.add(1, ordering: .acquiringAndReleasing)
+        var selected: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &selected, &length)
+        let name = selected.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? ""
+        protocols.withLock { $0.append(name) }
         guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }
         track(backend)
         defer { untrack(backend) }
@@ -144,6 +154,7 @@ private final class SSLContext: @unchecked Sendable {
         defer { EVP_PKEY_free(key) }
         guard SSL_CTX_use_certificate(context, certificate) == 1, SSL_CTX_use_PrivateKey(context, key) == 1,
               SSL_CTX_check_private_key(context) == 1 else { throw SetupError(step: "loading the certificate and key") }
+        bff_ssl_ctx_offer_h2(context)
     }
 
     deinit { SSL_CTX_free(pointer) }

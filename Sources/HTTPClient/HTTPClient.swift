@@ -3,6 +3,8 @@ import HTTPCore
 
 /// smart-bff's outbound HTTP client, over libcurl.
 ///
+/// - HTTP/1.1 only, over plain TCP or TLS (libcurl would otherwise speak HTTP/2 to servers
+///   that offer it).
 /// - Connections to each upstream are pooled and kept alive between requests.
 /// - TLS certificates (against the system CA bundle, or `Configuration.caCertificatesFile`)
 ///   and host names are verified unless `Configuration.verifyTLS` is off.

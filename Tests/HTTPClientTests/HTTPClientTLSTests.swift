@@ -116,4 +116,12 @@ struct HTTPClientTLSTests {
         #expect(error?.isTLSFailure == true, "\(String(reflecting: error))")
         #expect(impostor.backend.requests.isEmpty)
     }
+
+    @Test("HTTP/1.1 even to a server that offers HTTP/2, as most EHR front doors do")
+    func http11EvenWhenHTTP2IsOffered() async throws {
+        let upstream = try Upstream(TestCertificates.localhost) // ALPN: h2 preferred, http/1.1 too
+        let response = try await Self.clientTrustingTestCA().execute(HTTPClientRequest(url: upstream.url()))
+        #expect(response.status == 200 && response.body == Array("hello".utf8))
+        #expect(upstream.tls.negotiatedProtocols == ["http/1.1"])
+    }
 }

@@ -84,6 +84,11 @@ final class CurlTransfer: @unchecked Sendable {
         bff_curl_setopt_cloexec_sockets(h) // child processes never hold our connections
         bff_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0) // callers see redirects
         bff_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1)
+        // HTTP/1.1 only: libcurl would otherwise speak HTTP/2 to every https server that offers
+        // it (most EHR front doors do), a protocol path with its own framing, flow control and
+        // failure modes that nothing here is tested or sized for (connections per host assume
+        // one request per connection).
+        bff_curl_setopt_long(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         bff_curl_setopt_long(h, CURLOPT_PATH_AS_IS, 1) // the caller's path goes out unchanged
         // Through a proxy (the usual *_proxy environment variables), the proxy's CONNECT
         // answer must not reach the header callback as if it were the response.
