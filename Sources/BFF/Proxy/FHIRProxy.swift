@@ -65,8 +65,11 @@ struct FHIRProxy: Sendable {
             services.upstreamFailures.answered(iss: iss, now: services.now())
             return response
         } catch {
-            services.metrics.recordUpstreamError(error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : "unreachable")
-            services.upstreamFailures.failed(iss: iss, error, now: services.now())
+            // A body can break off before its head is handed over (all of it arrived in one
+            // go): that EHR was reached, and the failure is a truncation.
+            let kind = error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated" : "unreachable"
+            services.metrics.recordUpstreamError(kind)
+            if !error.isTruncated { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
