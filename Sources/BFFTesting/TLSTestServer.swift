@@ -20,6 +20,7 @@ public final class TLSTestServer: Sendable {
     private let refused = Atomic(0)
     private let open = Mutex<Set<Int32>>([])
     private let protocols = Mutex<[String]>([])
+    private let names = Mutex<[String]>([])
 
     /// Handshakes that completed (the client accepted the certificate).
     public var completedHandshakes: Int { completed.load(ordering: .acquiring) }
@@ -29,6 +30,8 @@ public final class TLSTestServer: Sendable {
     /// client offered it, as HTTP/2-capable servers answer; else "http/1.1"; "" without ALPN).
     /// Only HTTP/1.1 is relayed meaningfully: the backends are HTTP/1.1 servers.
     public var negotiatedProtocols: [String] { protocols.withLock { $0 } }
+    /// The server name (SNI) each completed handshake asked for; "" when it sent none.
+    public var serverNames: [String] { names.withLock { $0 } }
 
     /// Listens with `identity`'s certificate and key; connections wait for `forward(to:)`.
     public init(identity: TestCertificates.Identity) throws {
@@ -89,6 +92,8 @@ public final class TLSTestServer: Sendable {
         SSL_get0_alpn_selected(ssl, &selected, &length)
         let name = selected.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? ""
         protocols.withLock { $0.append(name) }
+        let serverName = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) } ?? ""
+        names.withLock { $0.append(serverName) }
         guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }
         track(backend)
         defer { untrack(backend) }

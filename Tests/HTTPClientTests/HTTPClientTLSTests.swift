@@ -37,6 +37,9 @@ struct HTTPClientTLSTests {
         #expect(response.status == 200)
         #expect(response.body == Array("hello".utf8))
         #expect(upstream.backend.requests.map(\.target) == ["/Patient/1"])
+        // The host name goes in the handshake (SNI), which shared front doors need to pick
+        // the certificate; an address does not (RFC 6066).
+        #expect(upstream.tls.serverNames == [host == "localhost" ? "localhost" : ""])
     }
 
     /// Certificates a client trusting the test CA must refuse for "localhost".
