@@ -8,11 +8,10 @@ import Glibc
 /// use for https), as hospital egress proxies do: it answers 200, then relays bytes both
 /// ways. Anything else gets 405. One thread per connection, blocking calls.
 public final class ConnectProxy: Sendable {
-    public let port: Int
-    private let listener: Int32
+    private let listener: ThreadedListener
     private let targets = Mutex<[String]>([])
-    private let open = Mutex<Set<Int32>>([])
 
+    public var port: Int { listener.port }
     /// The `host:port` of every CONNECT received, in order.
     public var tunnels: [String] { targets.withLock { $0 } }
     /// `http://127.0.0.1:<port>`, for a client's proxy setting.
@@ -20,33 +19,12 @@ public final class ConnectProxy: Sendable {
 
     public init() throws {
         signal(SIGPIPE, SIG_IGN)
-        (listener, port) = try LoopbackSocket.listen(backlog: 128)
-        Thread.detachNewThread { [self] in
-            while true {
-                let client = accept(listener, nil, nil)
-                if client < 0 {
-                    if errno == EINTR { continue }
-                    return // shut down
-                }
-                track(client)
-                Thread.detachNewThread { [self] in
-                    serve(client)
-                    untrack(client)
-                }
-            }
-        }
+        listener = try ThreadedListener()
+        listener.start { [self] client in serve(client) }
     }
 
     /// Stops accepting and ends every tunnel.
-    public func shutdown() {
-        Glibc.shutdown(listener, Int32(SHUT_RDWR))
-        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
-    }
-
-    deinit {
-        shutdown()
-        Glibc.close(listener)
-    }
+    public func shutdown() { listener.shutdown() }
 
     private func serve(_ client: Int32) {
         guard let head = readHead(client) else { return }
@@ -62,8 +40,8 @@ public final class ConnectProxy: Sendable {
             _ = send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
         }
-        track(upstream)
-        defer { untrack(upstream) }
+        listener.track(upstream)
+        defer { listener.untrack(upstream) }
         guard send(client, "HTTP/1.1 200 Connection established\r\nProxy-Agent: smart-bff-test-proxy\r\n\r\n") else { return }
         LoopbackSocket.relay(client, upstream)
     }
@@ -81,13 +59,4 @@ public final class ConnectProxy: Sendable {
     }
 
     private func send(_ fd: Int32, _ text: String) -> Bool { LoopbackSocket.sendAll(fd, Array(text.utf8)[...]) }
-
-    private func track(_ fd: Int32) { _ = open.withLock { $0.insert(fd) } }
-
-    private func untrack(_ fd: Int32) {
-        open.withLock { open in
-            open.remove(fd)
-            Glibc.close(fd)
-        }
-    }
 }

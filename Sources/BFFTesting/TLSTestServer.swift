@@ -12,16 +12,15 @@ import Glibc
 ///
 /// It ignores SIGPIPE process-wide (writing to a peer that has gone must not end the tests).
 public final class TLSTestServer: Sendable {
-    public let port: Int
-    private let listener: Int32
+    private let listener: ThreadedListener
     private let context: Mutex<SSLContext>
     private let backendPort = Atomic(0)
     private let completed = Atomic(0)
     private let refused = Atomic(0)
-    private let open = Mutex<Set<Int32>>([])
     private let protocols = Mutex<[String]>([])
     private let names = Mutex<[String]>([])
 
+    public var port: Int { listener.port }
     /// Handshakes that completed (the client accepted the certificate).
     public var completedHandshakes: Int { completed.load(ordering: .acquiring) }
     /// Handshakes that did not (the client refused the certificate, or went away).
@@ -37,8 +36,8 @@ public final class TLSTestServer: Sendable {
     public init(identity: TestCertificates.Identity) throws {
         signal(SIGPIPE, SIG_IGN)
         context = Mutex(try SSLContext(identity: identity))
-        (listener, port) = try LoopbackSocket.listen(backlog: 128)
-        Thread.detachNewThread { [self] in acceptLoop() }
+        listener = try ThreadedListener()
+        listener.start { [self] client in serve(client) }
     }
 
     /// From now on, connections go on to `port` on 127.0.0.1.
@@ -49,34 +48,11 @@ public final class TLSTestServer: Sendable {
     public func present(_ identity: TestCertificates.Identity) throws {
         let next = try SSLContext(identity: identity)
         context.withLock { $0 = next }
-        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
+        listener.endConnections()
     }
 
     /// Stops accepting and ends every connection.
-    public func shutdown() {
-        Glibc.shutdown(listener, Int32(SHUT_RDWR))
-        open.withLock { open in for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
-    }
-
-    deinit {
-        shutdown()
-        Glibc.close(listener)
-    }
-
-    private func acceptLoop() {
-        while true {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return // shut down
-            }
-            track(client)
-            Thread.detachNewThread { [self] in
-                serve(client)
-                untrack(client)
-            }
-        }
-    }
+    public func shutdown() { listener.shutdown() }
 
     private func serve(_ client: Int32) {
         guard let ssl = context.withLock({ SSL_new($0.pointer) }) else { return }
@@ -95,8 +71,8 @@ public final class TLSTestServer: Sendable {
         let serverName = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) } ?? ""
         names.withLock { $0.append(serverName) }
         guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }
-        track(backend)
-        defer { untrack(backend) }
+        listener.track(backend)
+        defer { listener.untrack(backend) }
         relay(ssl, client: client, backend: backend)
         SSL_shutdown(ssl)
     }
@@ -122,16 +98,6 @@ public final class TLSTestServer: Sendable {
             }
             fds[0].revents = 0
             fds[1].revents = 0
-        }
-    }
-
-    private func track(_ fd: Int32) { _ = open.withLock { $0.insert(fd) } }
-
-    /// Closes `fd` under the lock `shutdown` takes, so that it never touches a reused number.
-    private func untrack(_ fd: Int32) {
-        open.withLock { open in
-            open.remove(fd)
-            Glibc.close(fd)
         }
     }
 }
