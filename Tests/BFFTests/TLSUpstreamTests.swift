@@ -41,6 +41,9 @@ struct TLSUpstreamTests {
         #expect(login.text.contains("TLS failure"))
         let warning = try #require(h.logs.captured.first { $0.contains("EHR discovery failed") })
         #expect(warning.contains("certificate") && warning.contains(h.sandbox.fhirBaseURL))
+        // /readyz, where operators look first, names the kind of failure per issuer.
+        let ready = try await Browser(client: h.client).request(h.baseURL + "/readyz").text
+        #expect(ready.contains("discovery request failed: TLS failure"), "\(ready)")
     }
 
     @Test("an EHR certificate that stops being trusted: 502, counted as a TLS error, logged once with its cause and again on recovery")
