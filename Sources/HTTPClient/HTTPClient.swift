@@ -9,6 +9,8 @@ import HTTPCore
 /// - TLS certificates (against the system CA bundle, or `Configuration.caCertificatesFile`)
 ///   and host names are verified unless `Configuration.verifyTLS` is off.
 /// - Redirects are not followed: a 3xx comes back to the caller as it is.
+/// - Bodies come as sent: requests carry `Accept-Encoding: identity` unless the caller sets
+///   the field, and nothing is decoded.
 /// - Only `http` and `https` URLs are accepted.
 /// - A body that ends before its declared end (Content-Length not reached, chunked
 ///   encoding not terminated) is an error (`isTruncated`), never a short success.

@@ -8,6 +8,12 @@ extension SandboxEHR {
     /// `GET /fhir/{type}[/{id}]`: read and search over the bundled data, with paging. Needs a
     /// live bearer token; a token whose scopes are all `patient/` ones sees only its patient.
     func fhir(_ request: Request) async -> Response {
+        var response = await fhirResponse(request)
+        if let coding = await state.fhirContentEncoding { response.headers.replace("Content-Encoding", coding) }
+        return response
+    }
+
+    private func fhirResponse(_ request: Request) async -> Response {
         await state.record(ReceivedRequest(method: request.method, target: request.target, headers: request.headers.map { $0 }))
         if let delay = await state.fhirDelay { try? await Task.sleep(for: delay) }
         if await state.fhirDown { return outcome(.serviceUnavailable, "transient", "The FHIR server is down (sandbox fail mode).") }

@@ -66,6 +66,9 @@ public actor SandboxState {
     public private(set) var fhirDown: Bool
     /// Every authorized FHIR request gets a response that breaks off half-way through its body.
     public private(set) var closeMidBody: Bool
+    /// FHIR responses claim this `Content-Encoding` whatever the request asked for (the body
+    /// stays as it is): a server that compresses unasked.
+    public private(set) var fhirContentEncoding: String?
 
     // Counters for tests.
     /// Requests to the token endpoint with `grant_type=refresh_token` (refused ones included).
@@ -111,6 +114,8 @@ public actor SandboxState {
     public func setFHIRDown(_ down: Bool) { fhirDown = down }
     /// Makes FHIR responses break off half-way through their declared body.
     public func setCloseMidBody(_ on: Bool) { closeMidBody = on }
+    /// Makes FHIR responses claim `coding` as their `Content-Encoding`, or stops it with nil.
+    public func setFHIRContentEncoding(_ coding: String?) { fhirContentEncoding = coding }
     /// Registers (or replaces) a client.
     public func register(_ client: SandboxClient) { clients[client.id] = client }
     /// Zeroes the counters and forgets the recorded FHIR requests.

@@ -23,7 +23,9 @@ struct FHIRProxyTests {
         #expect(read.header("Content-Security-Policy") == "default-src 'none'; sandbox" && read.header("X-Content-Type-Options") == "nosniff")
         let upstream = try #require(await h.sandbox.state.recentFHIRRequests.last)
         let names = Set(upstream.headers.map { $0.name.lowercased() })
-        #expect(names.isSubset(of: ["host", "authorization", "accept", "user-agent", "if-none-match", "if-modified-since"]))
+        #expect(names.isSubset(of: ["host", "authorization", "accept", "accept-encoding", "user-agent", "if-none-match", "if-modified-since"]))
+        // The body is asked for as it is: nothing on the way decodes a compressed one.
+        #expect(upstream.headers.first { $0.name.lowercased() == "accept-encoding" }?.value == "identity")
         #expect(upstream.headers.first { $0.name.lowercased() == "authorization" }?.value.hasPrefix("Bearer ") == true)
         #expect(!upstream.headers.contains { $0.value.contains("bff_session") || $0.name.lowercased() == "cookie" })
 
@@ -113,6 +115,21 @@ struct FHIRProxyTests {
         // Either a 502 (small bodies are read whole first) or a broken connection: never a 200.
         let page = try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
         #expect(page == nil || page?.status != 200, "\(page?.status ?? 0)")
+    }
+
+    @Test("an EHR that compresses unasked: 502, never a body the front end would take for a corrupt resource")
+    func unaskedContentCoding() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setFHIRContentEncoding("gzip")
+        let coded = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(coded.status == 502 && coded.header("Content-Type") == "application/problem+json")
+        await h.sandbox.state.setFHIRContentEncoding("identity") // the one coding asked for
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"encoding\"} 1"))
     }
 
     @Test("a slow EHR gives 504 within the read timeout; an EHR that is down gives 502")

@@ -107,6 +107,15 @@ struct FHIRProxy: Sendable {
             response.body = .stream(length: request.method == "HEAD" && !rewrite ? declared : nil) { _ in }
             return response
         }
+        if let coding = upstream.header("Content-Encoding"), !coding.trimmingCharacters(in: .whitespaces).equalsIgnoringASCIICase("identity") {
+            // Asked for identity (HTTPClient does), sent something else: passed on without its
+            // Content-Encoding (not a header the front end gets) it would look like a corrupt
+            // resource, and the URL rewriting could not read it.
+            body.cancel()
+            audit(0)
+            services.metrics.recordUpstreamError("encoding")
+            throw Problems.upstream(.badGateway, "The EHR sent a content coding that was not asked for.")
+        }
         if let declared, declared <= FHIRProxy.bufferLimit {
             let bytes: [UInt8]
             do { bytes = try await body.collect(limit: FHIRProxy.bufferLimit) } catch {

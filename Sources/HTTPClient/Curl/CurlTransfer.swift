@@ -60,6 +60,11 @@ final class CurlTransfer: @unchecked Sendable {
         }
         // No "Expect: 100-continue" round trip before larger bodies.
         headerList = curl_slist_append(headerList, "Expect:")
+        // Without Accept-Encoding a server may compress (RFC 9110 §12.5.3), and nothing here
+        // decodes: ask for the body as it is, unless the caller chose otherwise.
+        if !request.headers.contains(where: { $0.0.equalsIgnoringASCIICase("Accept-Encoding") }) {
+            headerList = curl_slist_append(headerList, "Accept-Encoding: identity")
+        }
         configure(request, configuration)
     }
 
