@@ -40,11 +40,9 @@ public final class BFFServices: Sendable {
         self.logger = logger
         metadata = EHRMetadata(client: http)
         tokenClient = TokenClient(client: http)
-        let metadata = self.metadata
         jwks = JWKSCache { url in
             let response = try await http.execute(HTTPClientRequest(url: url, headers: [("Accept", "application/json")]))
             guard response.status == 200 else { throw SMARTError(.discovery, "JWKS answered HTTP \(response.status)") }
-            _ = metadata
             return response.body
         }
         idTokens = IDTokenValidator(jwks: jwks, now: now)

@@ -60,7 +60,7 @@ public actor JWKSCache {
             let fetch = self.fetch
             task = Task {
                 let bytes: [UInt8]
-                do { bytes = try await fetch(url) } catch { throw JWTError.jwksUnavailable("JWKS could not be fetched") }
+                do { bytes = try await fetch(url) } catch { throw JWTError.jwksUnavailable("JWKS could not be fetched: \(error)") }
                 return try JWKSet(json: bytes)
             }
             inFlight[issuer] = (url, task)

@@ -113,7 +113,11 @@ public final class SandboxEHR: Sendable {
         router.get("/fhir/.well-known/smart-configuration") { _ in .json(try sandbox().smartConfiguration().bytes) }
         router.get("/fhir/.well-known/openid-configuration") { _ in .json(try sandbox().openIDConfiguration().bytes) }
         router.get("/fhir/metadata") { _ in let s = try sandbox(); return s.fhirJSON(s.capabilityStatement()) }
-        router.get("/jwks") { _ in .json(try await sandbox().jwks().bytes) }
+        router.get("/jwks") { _ in
+            let s = try sandbox()
+            if await s.state.jwksDown { throw HTTPError(.serviceUnavailable, detail: "The JWKS is down (sandbox fail mode).") }
+            return .json(try await s.jwks().bytes)
+        }
         router.get("/authorize") { request in try await sandbox().authorize(request) }
         router.get("/authorize/approve") { request in try await sandbox().approve(request) }
         router.post("/token") { request in try await sandbox().token(request) }

@@ -69,6 +69,8 @@ public actor SandboxState {
     /// FHIR responses claim this `Content-Encoding` whatever the request asked for (the body
     /// stays as it is): a server that compresses unasked.
     public private(set) var fhirContentEncoding: String?
+    /// The JWKS endpoint answers 503 (an outage of the ID-token keys alone).
+    public private(set) var jwksDown = false
 
     // Counters for tests.
     /// Requests to the token endpoint with `grant_type=refresh_token` (refused ones included).
@@ -116,6 +118,8 @@ public actor SandboxState {
     public func setCloseMidBody(_ on: Bool) { closeMidBody = on }
     /// Makes FHIR responses claim `coding` as their `Content-Encoding`, or stops it with nil.
     public func setFHIRContentEncoding(_ coding: String?) { fhirContentEncoding = coding }
+    /// Makes the JWKS endpoint answer 503, or serve again.
+    public func setJWKSDown(_ down: Bool) { jwksDown = down }
     /// Registers (or replaces) a client.
     public func register(_ client: SandboxClient) { clients[client.id] = client }
     /// Zeroes the counters and forgets the recorded FHIR requests.

@@ -23,6 +23,26 @@ struct OperationsTests {
         #expect(metrics.contains("bff_active_sessions 1"))
     }
 
+    @Test("an EHR whose JWKS is down: login refused 401, and /readyz and a warning say why")
+    func jwksDown() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setJWKSDown(true)
+        let (done, launch) = try await h.standaloneLogin(browser)
+        #expect(done.status == 401 && launch == nil)
+        let ready = try JSONParser.parse(try await browser.request(h.baseURL + "/readyz").body)
+        let jwks = ready["issuers"]?.arrayValue?.first?["jwks"]?.stringValue ?? ""
+        #expect(jwks.hasPrefix("failed: ") && jwks.contains("HTTP 503"), "\(jwks)")
+        let warning = h.logs.captured.first { $0.contains("ID token rejected") }
+        #expect(warning?.contains("\"level\":\"warning\"") == true && warning?.contains("HTTP 503") == true, "\(warning ?? "")")
+
+        await h.sandbox.state.setJWKSDown(false)
+        #expect(try await h.standaloneLogin(browser).page.status == 302)
+        let recovered = try JSONParser.parse(try await browser.request(h.baseURL + "/readyz").body)
+        #expect(recovered["issuers"]?.arrayValue?.first?["jwks"]?.stringValue == "ok")
+    }
+
     @Test("readyz is 503 while the database is down and 200 again when it is back")
     func readyzRecovers() async throws {
         let h = try await BFFHarness.start()

@@ -3,6 +3,7 @@ import Foundation
 import HTTPCore
 import JSON
 import JWTVerification
+import Logging
 import SMART
 import Sessions
 
@@ -75,8 +76,10 @@ struct CallbackHandler: Sendable {
             await services.metadata.recordJWKS(registration.iss, "ok")
             return claims
         } catch {
-            if error.kind == .jwksUnavailable { await services.metadata.recordJWKS(registration.iss, "failed: unreachable") }
-            services.logger.info("ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.reason)])
+            // An EHR that cannot serve its keys is the operator's concern; a bad token is the client's.
+            let level: Logger.Level = error.kind == .jwksUnavailable ? .warning : .info
+            if error.kind == .jwksUnavailable { await services.metadata.recordJWKS(registration.iss, "failed: \(error.reason)") }
+            services.logger.log(level: level, "ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.reason)])
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: error.description)
         }
     }
