@@ -27,7 +27,7 @@ extension PostgresSessionStore {
 
     /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
     /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
-    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes) FROM STDIN (FORMAT binary)"
+    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes, text_escaped) FROM STDIN (FORMAT binary)"
 
     /// Inside a transaction: copies `entries` under a savepoint; if the server refuses their
     /// values, rolls back to it and copies each half the same way, a lone entry escaped.
@@ -57,7 +57,7 @@ extension PostgresSessionStore {
     private static func auditRows(_ entries: ArraySlice<AuditEntry>) -> BinaryCopyRows {
         var rows = BinaryCopyRows(reservingCapacity: entries.count * 256)
         for e in entries {
-            rows.beginRow(fields: 10)
+            rows.beginRow(fields: 11)
             rows.append(timestamp: e.at)
             rows.append(e.launchHash)
             rows.append(e.iss)
@@ -68,6 +68,7 @@ extension PostgresSessionStore {
             rows.append(e.pathAndQuery)
             rows.append(int32: Int32(clamping: e.upstreamStatus))
             rows.append(int64: Int64(e.bytes))
+            rows.append(bool: e.textEscaped)
         }
         return rows
     }
@@ -75,7 +76,8 @@ extension PostgresSessionStore {
 
 extension AuditEntry {
     /// The entry with every text field percent-encoded outside printable ASCII (and `%`
-    /// itself): lossless, readable, and accepted by every server encoding.
+    /// itself): lossless, readable, and accepted by every server encoding; marked
+    /// `textEscaped`, so that readers know to decode it.
     func escapedForStorage() -> AuditEntry {
         var e = self
         e.launchHash = Self.escaped(launchHash)
@@ -85,6 +87,7 @@ extension AuditEntry {
         e.patient = patient.map(Self.escaped)
         e.method = Self.escaped(method)
         e.pathAndQuery = Self.escaped(pathAndQuery)
+        e.textEscaped = true
         return e
     }
 

@@ -239,7 +239,7 @@ public final class PostgresSessionStore: SessionStore {
             let (cursorSeconds, cursorMicros) = (cursor?.micros ?? 0).quotientAndRemainder(dividingBy: 1_000_000)
             let rows = try await pool.query("""
                 SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes,
-                       (extract(epoch from at) * 1000000)::bigint
+                       (extract(epoch from at) * 1000000)::bigint, text_escaped
                 FROM audit_events
                 WHERE at >= to_timestamp(\(since.map(PostgresValue.date) ?? .double(0)))
                   AND (\(cursor == nil) OR (at, id) > (to_timestamp(\(cursorSeconds)::bigint) + \(cursorMicros)::bigint * interval '1 microsecond', \(cursor?.id ?? 0)::bigint))
@@ -249,7 +249,7 @@ public final class PostgresSessionStore: SessionStore {
             try await body(try rows.map { r in
                 AuditEntry(id: Int64(try r.int(0)), at: try r.date(1), launchHash: try r.string(2), iss: try r.string(3), sub: try r.string(4),
                            fhirUser: r[5], patient: r[6], method: try r.string(7), pathAndQuery: try r.string(8),
-                           upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)))
+                           upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)), textEscaped: try r.bool(12))
             })
             if rows.count < pageSize { return }
             cursor = (try last.int(11), try last.int(0))

@@ -107,9 +107,12 @@ public struct AuditEntry: Sendable, Equatable {
     public var pathAndQuery: String
     public var upstreamStatus: Int
     public var bytes: Int64
+    /// The text fields were stored percent-escaped because the database refused them as
+    /// they were (see `SessionStore.appendAudit`).
+    public var textEscaped: Bool
 
     public init(id: Int64? = nil, at: Date, launchHash: String, iss: String, sub: String, fhirUser: String?, patient: String?,
-                method: String, pathAndQuery: String, upstreamStatus: Int, bytes: Int64) {
+                method: String, pathAndQuery: String, upstreamStatus: Int, bytes: Int64, textEscaped: Bool = false) {
         self.id = id
         self.at = at
         self.launchHash = launchHash
@@ -121,6 +124,7 @@ public struct AuditEntry: Sendable, Equatable {
         self.pathAndQuery = pathAndQuery
         self.upstreamStatus = upstreamStatus
         self.bytes = bytes
+        self.textEscaped = textEscaped
     }
 }
 

@@ -60,7 +60,9 @@ public protocol SessionStore: Sendable {
     // MARK: Audit and upkeep
 
     /// Appends PHI access audit entries: all of them, or none when it throws (so a caller
-    /// may retry the batch without writing any entry twice).
+    /// may retry the batch without writing any entry twice). An entry whose text the store
+    /// cannot keep as it is (NUL, a character the database's encoding lacks) is kept with
+    /// its text fields percent-escaped and `textEscaped` set.
     func appendAudit(_ entries: [AuditEntry]) async throws
     /// Calls `body` with the audit entries at or after `since`, oldest first (by time, then
     /// in the order written), at most `pageSize` at a time: the trail is never read whole.

@@ -174,5 +174,11 @@ struct FHIRProxyTests {
         }
         #expect(events[0]["entity"]?.arrayValue?.contains { $0["what"]?["reference"]?.stringValue == "Patient/pat-1" } == true)
         #expect(events[2]["outcome"]?.stringValue == "4")
+        #expect(events.allSatisfy { $0["extension"] == nil })
+        // An entry stored escaped says so in its AuditEvent.
+        var escaped = entries[0]
+        escaped.textEscaped = true
+        let marked = AuditEventExport.auditEvent(escaped)["extension"]?.arrayValue?.first
+        #expect(marked?["url"]?.stringValue == AuditEventExport.textEscapedExtension && marked?["valueBoolean"]?.boolValue == true)
     }
 }

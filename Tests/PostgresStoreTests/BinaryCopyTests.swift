@@ -19,6 +19,21 @@ struct BinaryCopyTests {
         }
     }
 
+    @Test("booleans come back as sent")
+    func booleans() async throws {
+        let pool = try await pool()
+        defer { pool.close() }
+        try await pool.query("ALTER TABLE c ADD COLUMN flag boolean")
+        var rows = BinaryCopyRows()
+        for flag in [true, false, true] {
+            rows.beginRow(fields: 2)
+            rows.append("x")
+            rows.append(bool: flag)
+        }
+        try await copy(rows, into: pool, statement: "COPY c (label, flag) FROM STDIN (FORMAT binary)")
+        #expect(try await pool.query("SELECT flag FROM c ORDER BY id").map { try $0.bool(0) } == [true, false, true])
+    }
+
     @Test("every field type comes back as sent: text of any bytes but NUL, NULL, integer and timestamp limits")
     func roundTrip() async throws {
         let pool = try await pool()

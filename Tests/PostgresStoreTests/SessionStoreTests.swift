@@ -240,6 +240,8 @@ struct SessionStoreTests {
         #expect(stored[2].pathAndQuery == "/Patient/a%00b?name=%C3%A9%25")
         #expect(stored[6].patient == "pat%00ient" && stored[6].pathAndQuery == "/Patient/6")
         for i in [0, 1, 3, 4, 5, 7, 8] { #expect(stored[i].pathAndQuery == "/Patient/\(i)" && stored[i].patient == "p\(i)") }
+        // Escaped entries are marked, so "%00" from an escape is not taken for "%00" in a URL.
+        #expect(stored.map(\.textEscaped) == (0..<9).map { $0 == 2 || $0 == 6 })
     }
 
     @Test("the sweeper deletes expired rows and audit entries past retention, and nothing else")

@@ -29,7 +29,7 @@ public enum AuditEventExport {
             entities.append(["what": ["reference": .string("Patient/" + patient)],
                              "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-entity-type", "code": "1", "display": "Person"]])
         }
-        return [
+        var event: JSONValue = [
             "resourceType": "AuditEvent", "id": .string(String(e.id ?? 0)),
             "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-event-type", "code": "rest", "display": "RESTful Operation"],
             "subtype": [["system": "http://hl7.org/fhir/restful-interaction", "code": e.pathAndQuery.contains("?") || e.pathAndQuery.split(separator: "/").count <= 1 ? "search-type" : "read"]],
@@ -40,5 +40,14 @@ public enum AuditEventExport {
             "source": ["observer": ["display": "smart-bff"], "type": [["system": "http://terminology.hl7.org/CodeSystem/security-source-type", "code": "4", "display": "Application Server"]]],
             "entity": .array(entities),
         ]
+        if e.textEscaped {
+            // The database refused this entry's text as it was: it is percent-escaped (UTF-8
+            // bytes outside printable ASCII, and `%` itself), to be decoded before use.
+            event = event.setting("extension", [["url": .string(AuditEventExport.textEscapedExtension), "valueBoolean": true]])
+        }
+        return event
     }
+
+    /// Marks an AuditEvent whose text fields are percent-escaped.
+    public static let textEscapedExtension = "https://smart-bff.dev/fhir/StructureDefinition/audit-text-percent-escaped"
 }

@@ -53,6 +53,12 @@ public struct BinaryCopyRows: Sendable {
         appendBigEndian(UInt64(bitPattern: value))
     }
 
+    /// A `boolean` field.
+    public mutating func append(bool value: Bool) {
+        appendBigEndian(UInt32(1))
+        bytes.append(value ? 1 : 0)
+    }
+
     /// A `timestamptz` field, to the microsecond (PostgreSQL's resolution).
     public mutating func append(timestamp date: Date) {
         let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded()) - BinaryCopyRows.postgresEpochMicroseconds
