@@ -29,7 +29,10 @@ public final class PostgresCluster: Sendable {
 
     /// A new cluster of the caller's own (for outage and restart tests).
     public static func start() async throws -> PostgresCluster {
-        let server = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg") }
+        // Every suite runs at once, each with its own pools: a full run was seen near 180
+        // client connections at its busiest, and failed now and then against 200
+        // ("too many clients already").
+        let server = try await runDetached { try EmbeddedPostgres.start(prefix: "smart-bff-test-pg", maxConnections: 500) }
         registry.withLock { r in
             r.started.append(server)
             if !r.exitHandlerInstalled {

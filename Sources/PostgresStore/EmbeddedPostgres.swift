@@ -9,6 +9,8 @@ import Glibc
 public final class EmbeddedPostgres: Sendable {
     public let directory: URL
     public let port: Int
+    /// PostgreSQL's `max_connections`.
+    public let maxConnections: Int
     public static let binaries = ProcessInfo.processInfo.environment["BFF_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
 
     public var socketDirectory: String { directory.appendingPathComponent("socket").path }
@@ -16,9 +18,9 @@ public final class EmbeddedPostgres: Sendable {
     var logFile: String { directory.appendingPathComponent("postgres.log").path }
 
     /// Creates and starts a cluster in a new temporary folder.
-    public static func start(prefix: String = "smart-bff-pg") throws -> EmbeddedPostgres {
+    public static func start(prefix: String = "smart-bff-pg", maxConnections: Int = 200) throws -> EmbeddedPostgres {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
-        let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000))
+        let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000), maxConnections: maxConnections)
         do {
             try FileManager.default.createDirectory(atPath: cluster.socketDirectory, withIntermediateDirectories: true)
             if getuid() == 0 { try Subprocess.run("/bin/chown", ["-R", "postgres", directory.path]) }
@@ -31,13 +33,14 @@ public final class EmbeddedPostgres: Sendable {
         return cluster
     }
 
-    private init(directory: URL, port: Int) {
+    private init(directory: URL, port: Int, maxConnections: Int) {
         self.directory = directory
         self.port = port
+        self.maxConnections = maxConnections
     }
 
     private var serverOptions: String {
-        "-k \(socketDirectory) -p \(port) -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        "-k \(socketDirectory) -p \(port) -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=\(maxConnections)"
     }
 
     /// A libpq URI for database `database`.
