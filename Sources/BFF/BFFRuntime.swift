@@ -11,12 +11,12 @@ public final class BFFRuntime: Sendable {
     public let services: BFFServices
     public let server: HTTPServer
     public let pool: ConnectionPool
-    private let sweeper: Task<Void, Never>
+    private let sweeper: Sweeper
 
     /// The bound port.
     public var port: Int { server.port }
 
-    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Task<Void, Never>) {
+    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Sweeper) {
         self.services = services
         self.server = server
         self.pool = pool
@@ -68,22 +68,20 @@ public final class BFFRuntime: Sendable {
             "db.pool_size": .stringConvertible(options.poolSize),
             "proxy.cache_seconds": .stringConvertible(configuration.proxyCacheSeconds),
         ])
-        let retention = configuration.auditRetentionDays
-        let sweeper = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(60))
-                if let removed = try? await store.sweepExpired(now: services.now(), auditRetentionDays: retention), removed > 0 {
-                    logger.debug("swept expired rows", metadata: ["db.rows": .stringConvertible(removed)])
-                }
-            }
-        }
+        let sweeper = Sweeper(store: store, auditRetentionDays: configuration.auditRetentionDays, now: services.now,
+                              onSweep: { removed in
+                                  if removed > 0 { logger.debug("swept expired rows", metadata: ["db.rows": .stringConvertible(removed)]) }
+                              },
+                              onError: { error in
+                                  logger.warning("sweep failed; retried in a minute", metadata: ["error": .string(String(describing: error))])
+                              })
         return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper)
     }
 
     /// Graceful stop: drain HTTP, flush the audit buffer, close the pool.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         await server.shutdown(gracePeriod: gracePeriod)
-        sweeper.cancel()
+        sweeper.stop()
         await services.audit.flush()
         pool.close()
     }

@@ -257,14 +257,33 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int {
-        let cutoff = now.addingTimeInterval(-Double(auditRetentionDays) * 86_400)
         let rows = try await pool.query("""
             WITH p AS (DELETE FROM pending_authorizations WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  h AS (DELETE FROM handoff_codes WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
-                 s AS (DELETE FROM sessions WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
-                 a AS (DELETE FROM audit_events WHERE at < to_timestamp(\(cutoff)) RETURNING 1)
-            SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s) + (SELECT count(*) FROM a)
+                 s AS (DELETE FROM sessions WHERE expires_at <= to_timestamp(\(now)) RETURNING 1)
+            SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s)
             """)
-        return try rows.first?.int(0) ?? 0
+        let expired = try rows.first?.int(0) ?? 0
+        return expired + (try await deleteAudit(before: now.addingTimeInterval(-Double(auditRetentionDays) * 86_400)))
+    }
+
+    /// Audit rows deleted per statement (each its own transaction).
+    static let auditDeleteChunk = 10_000
+
+    /// Deletes audit entries older than `cutoff`, oldest first, a chunk per statement: a
+    /// first sweep after a long stop, or after the retention was shortened, may have years
+    /// of rows to remove, which one statement would hold in a single huge transaction.
+    func deleteAudit(before cutoff: Date, chunk: Int = PostgresSessionStore.auditDeleteChunk) async throws -> Int {
+        var total = 0
+        while true {
+            let rows = try await pool.query("""
+                WITH a AS (DELETE FROM audit_events WHERE id IN (
+                    SELECT id FROM audit_events WHERE at < to_timestamp(\(cutoff)) ORDER BY at LIMIT \(chunk)) RETURNING 1)
+                SELECT count(*) FROM a
+                """)
+            let deleted = try rows.first?.int(0) ?? 0
+            total += deleted
+            if deleted < chunk { return total }
+        }
     }
 }

@@ -7,7 +7,8 @@ import Sessions
 public final class Sweeper: Sendable {
     private let task: Task<Void, Never>
 
-    /// Starts sweeping `store` at once and then every `interval`.
+    /// Sweeps `store` every `interval`, the first time one interval from now (not at once:
+    /// a process starting does not add a database connection for it).
     /// - Parameters:
     ///   - now: the clock (injected for tests).
     ///   - onSweep: called with the number of rows removed by each successful sweep.
@@ -18,6 +19,8 @@ public final class Sweeper: Sendable {
                 onError: @escaping @Sendable (any Error) -> Void = { _ in }) {
         task = Task {
             while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard !Task.isCancelled else { return }
                 do {
                     onSweep(try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays))
                 } catch is CancellationError {
@@ -25,7 +28,6 @@ public final class Sweeper: Sendable {
                 } catch {
                     onError(error)
                 }
-                try? await Task.sleep(for: interval)
             }
         }
     }

@@ -1,7 +1,7 @@
 import BFFTesting
 import Cryptography
 import Foundation
-import PostgresStore
+@testable import PostgresStore
 import Sessions
 import Testing
 
@@ -242,6 +242,18 @@ struct SessionStoreTests {
         for i in [0, 1, 3, 4, 5, 7, 8] { #expect(stored[i].pathAndQuery == "/Patient/\(i)" && stored[i].patient == "p\(i)") }
         // Escaped entries are marked, so "%00" from an escape is not taken for "%00" in a URL.
         #expect(stored.map(\.textEscaped) == (0..<9).map { $0 == 2 || $0 == 6 })
+    }
+
+    @Test("old audit entries go a chunk per statement, every one of them, however many chunks", arguments: [5, 10, 100])
+    func auditDeletedInChunks(chunk: Int) async throws {
+        let db = try await TestDatabase.make()
+        let entry = { (i: Int, at: Date) in AuditEntry(at: at, launchHash: "h", iss: "i", sub: "s", fhirUser: nil, patient: nil, method: "GET",
+                                                         pathAndQuery: "/Patient/\(i)", upstreamStatus: 200, bytes: 1) }
+        let old = (0..<25).map { entry($0, now.addingTimeInterval(-86_400 - Double($0))) }
+        let recent = (25..<28).map { entry($0, now) }
+        try await db.store.appendAudit(old + recent)
+        #expect(try await db.store.deleteAudit(before: now.addingTimeInterval(-3_600), chunk: chunk) == 25)
+        #expect(try await db.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/25", "/Patient/26", "/Patient/27"])
     }
 
     @Test("the sweeper deletes expired rows and audit entries past retention, and nothing else")
