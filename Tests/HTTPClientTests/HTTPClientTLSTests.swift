@@ -127,4 +127,20 @@ struct HTTPClientTLSTests {
         #expect(response.status == 200 && response.body == Array("hello".utf8))
         #expect(upstream.tls.negotiatedProtocols == ["http/1.1"])
     }
+
+    @Test("an upstream that closes after every response: each request shakes hands anew, and all succeed")
+    func upstreamClosingEveryConnection() async throws {
+        let backend = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        } // the script returns and the connection closes
+        let tls = try TLSTestServer(identity: TestCertificates.localhost)
+        tls.forward(to: backend.port)
+        let client = try Self.clientTrustingTestCA()
+        for _ in 0..<4 {
+            let response = try await client.execute(HTTPClientRequest(url: "https://localhost:\(tls.port)/Patient/1"))
+            #expect(response.status == 200 && response.body == Array("hello".utf8))
+        }
+        #expect(tls.completedHandshakes == 4 && backend.connectionCount == 4)
+    }
 }
