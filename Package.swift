@@ -5,9 +5,9 @@
 // Layers point one way (nothing imports upward):
 //   BFFServer → BFF → {HTTPCore, HTTPClient, SMART, JWTVerification, Sessions, PostgresStore, Cryptography}
 //   SMART → {JWTVerification, HTTPClient, Cryptography}; JWTVerification → Cryptography → COpenSSL
-//   PostgresStore → {Sessions, Cryptography, CLibPQ}; HTTPClient → {CCurl, HTTPCore (its event loops)}; Sandbox → {HTTPCore, JWTVerification}
+//   PostgresStore → {Sessions, Cryptography, CLibPQ}; HTTPClient → {CLibSSL, HTTPCore (its event loops)}; Sandbox → {HTTPCore, JWTVerification}
 // Dependencies: swift-argument-parser (the ecosystem's command-line parser) and swift-log
-// (the ecosystem's logging API). Everything else is our own code over libc, libpq, OpenSSL and libcurl.
+// (the ecosystem's logging API). Everything else is our own code over libc, libpq and OpenSSL.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -27,11 +27,9 @@ let package = Package(
                        providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
-        // libssl: only the tests' TLS server uses it (the product's TLS is libcurl's).
+        // libssl: TLS for the outbound client, and the tests' TLS server.
         .systemLibrary(name: "CLibSSL", pkgConfig: "libssl",
                        providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
-                       providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
 
         .systemLibrary(name: "CLinux"),
         .target(name: "JSON", swiftSettings: swiftSettings),
@@ -39,7 +37,7 @@ let package = Package(
                 dependencies: ["JSON", "CLinux", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "HTTPClient",
-                dependencies: ["CCurl", "CLinux", "HTTPCore"],
+                dependencies: ["CLibSSL", "CLinux", "HTTPCore"],
                 swiftSettings: swiftSettings),
         .target(name: "Cryptography",
                 dependencies: ["COpenSSL"],

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The hand-over point between the loop thread of the transfer (which delivers body pieces)
+/// The hand-over point between the loop thread of the exchange (which delivers body pieces)
 /// and the consumer of an `HTTPBodyStream`. All state sits behind one mutex.
 final class BodyBuffer: Sendable {
     /// Bytes buffered ahead of the consumer before reading from the upstream pauses.
@@ -13,12 +13,12 @@ final class BodyBuffer: Sendable {
         var buffered = 0
         var end: Result<Void, HTTPClientError>?
         var waiter: CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?
-        /// libcurl was told to pause and has not been asked to resume yet.
+        /// Reading was paused and has not been asked to resume yet.
         var paused = false
-        /// Ask the multi handle to resume a paused transfer / to stop it. They hold the
-        /// transfer (which holds this buffer) until it ends: `finish` lets them go, which
-        /// breaks the cycle without a weak reference (a weak reference gives the transfer a
-        /// side table, and every retain of it took the slow path in libcurl's callbacks).
+        /// Ask the client to resume a paused exchange / to stop it. They hold the exchange
+        /// (which holds this buffer) until it ends: `finish` lets them go, which breaks the
+        /// cycle without a weak reference (a weak reference gives the exchange a side table,
+        /// and every retain of it takes the slow path).
         var controls: (resume: @Sendable () -> Void, cancel: @Sendable () -> Void)?
     }
 
@@ -28,8 +28,9 @@ final class BodyBuffer: Sendable {
         state = Mutex(State(controls: (resume, cancel)))
     }
 
-    /// Loop thread: a piece of body. Returns false when the transfer must pause; the piece
-    /// is then not kept (libcurl hands it over again after the pause).
+    /// Loop thread: a piece of body, handed to a waiting consumer or kept for it. Returns
+    /// false when the consumer is so far behind that reading must pause until it asks for
+    /// more (through the `resume` control).
     func deliver(_ bytes: UnsafeRawBufferPointer) -> Bool {
         enum Outcome { case handOver(CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>), kept, pause }
         let outcome: Outcome = state.withLock { s in
@@ -37,13 +38,11 @@ final class BodyBuffer: Sendable {
                 s.waiter = nil
                 return .handOver(waiter)
             }
-            if s.buffered >= BodyBuffer.highWater {
-                s.paused = true
-                return .pause
-            }
             s.chunks.append(Array(bytes))
             s.buffered += bytes.count
-            return .kept
+            guard s.buffered >= BodyBuffer.highWater else { return .kept }
+            s.paused = true
+            return .pause
         }
         switch outcome {
         case let .handOver(waiter):
@@ -54,7 +53,7 @@ final class BodyBuffer: Sendable {
         }
     }
 
-    /// Loop thread: the transfer ended, successfully or not.
+    /// Loop thread: the exchange ended, successfully or not.
     func finish(_ end: Result<Void, HTTPClientError>) {
         let (waiter, controls) = state.withLock { s in
             guard s.end == nil else { return (CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?.none, s.controls) }
@@ -77,7 +76,7 @@ final class BodyBuffer: Sendable {
         return ready
     }
 
-    /// Consumer: the next piece, nil at the end, or the transfer's failure.
+    /// Consumer: the next piece, nil at the end, or the exchange's failure.
     func next() async -> Result<[UInt8]?, HTTPClientError> {
         await withCheckedContinuation { waiter in
             var resume: (@Sendable () -> Void)?
@@ -94,7 +93,7 @@ final class BodyBuffer: Sendable {
     }
 
     /// Under the lock: the first buffered piece, or the end, if either is here. Sets `resume`
-    /// when taking the piece brought a paused transfer below the low-water mark.
+    /// when taking the piece brought a paused exchange below the low-water mark.
     private static func take(from s: inout State, resume: inout (@Sendable () -> Void)?) -> Piece? {
         if !s.chunks.isEmpty {
             let chunk = s.chunks.removeFirst()
@@ -105,7 +104,7 @@ final class BodyBuffer: Sendable {
         return s.end.map { $0.map { nil } }
     }
 
-    /// Either side: stop the transfer (a no-op once it ended).
+    /// Either side: stop the exchange (a no-op once it ended).
     func cancel() {
         state.withLock { $0.end == nil ? $0.controls?.cancel : nil }?()
     }

@@ -1,36 +1,41 @@
+import Foundation
 import Synchronization
 import HTTPCore
 
-/// smart-bff's outbound HTTP client, over libcurl.
+/// smart-bff's outbound HTTP client: HTTP/1.1 of our own on the event loops, TLS through
+/// OpenSSL (libssl).
 ///
-/// - HTTP/1.1 only, over plain TCP or TLS (libcurl would otherwise speak HTTP/2 to servers
-///   that offer it).
-/// - Connections to each upstream are pooled and kept alive between requests.
-/// - TLS certificates (against the system CA bundle, or `Configuration.caCertificatesFile`)
-///   and host names are verified unless `Configuration.verifyTLS` is off.
+/// - HTTP/1.1 only, over plain TCP or TLS 1.2+ (ALPN offers http/1.1 alone).
+/// - Connections to each upstream are pooled and kept alive between requests; a kept-alive
+///   connection that the upstream closed just as it was reused is replaced, and an
+///   idempotent request sent again on a fresh one, once.
+/// - TLS certificates (against the system CA store, or `Configuration.caCertificatesFile`)
+///   and host names (or IP addresses) are verified unless `Configuration.verifyTLS` is off;
+///   the host name goes in SNI.
 /// - Redirects are not followed: a 3xx comes back to the caller as it is.
 /// - Bodies come as sent: requests carry `Accept-Encoding: identity` unless the caller sets
-///   the field, and nothing is decoded.
-/// - Only `http` and `https` URLs are accepted.
+///   the field, and nothing is decoded; a transfer coding other than chunked is refused.
+/// - Only `http` and `https` URLs are accepted (`UpstreamURL` says exactly which).
 /// - A body that ends before its declared end (Content-Length not reached, chunked
-///   encoding not terminated) is an error (`isTruncated`), never a short success.
-/// - Blocking work never runs on the Swift concurrency pool. Transfers run on event loops
-///   through libcurl multi handles, with libcurl's sockets and timers in the loop's epoll
-///   set (the multi-socket interface), so each wake-up touches only the sockets that are
-///   ready. A request made on one of the server's I/O threads (a request handler) runs on
-///   that thread's own multi handle and never leaves the thread; any other caller's runs
-///   on the client's own thread.
+///   encoding not terminated, a close-delimited body over TLS without close_notify) is an
+///   error (`isTruncated`), never a short success. Responses are parsed strictly
+///   (`ResponseParser`).
+/// - Blocking work never runs on the Swift concurrency pool or on an event loop: sockets are
+///   non-blocking in the loop's epoll set, and host names resolve on threads of their own
+///   (`Resolver`). A request made on one of the server's I/O threads (a request handler)
+///   runs on that thread and never leaves it; any other caller's runs on the client's own
+///   thread.
+/// - Egress proxies as `ProxySettings` describes (the standard `https_proxy`, `http_proxy`
+///   and `no_proxy` variables, read when the client is made).
+/// - Never raises SIGPIPE.
 ///
-/// libcurl honours the standard proxy environment variables (`https_proxy`, `no_proxy`, ...).
-/// Plain sockets never raise SIGPIPE; over TLS the process should ignore SIGPIPE, as
-/// smart-bff's main does.
-///
-/// Create one client and share it: each has its own thread and connection caches (one per
+/// Create one client and share it: each has its own thread and connection pools (one per
 /// event loop it runs on).
-/// (URLSession on Linux reached only about 4k requests/s on our machines.)
+/// (URLSession on Linux reached only about 4k requests/s on our machines, and libcurl cost
+/// a quarter of the proxy's CPU: BENCHMARKS.md.)
 public final class HTTPClient: Sendable {
     public struct Configuration: Sendable {
-        /// Time to establish a connection, TCP and TLS. Default 5 s.
+        /// Time to set up a connection: name lookup, TCP, proxy tunnel and TLS. Default 5 s.
         public var connectTimeout: Duration = .seconds(5)
         /// Time allowed without receiving anything from the upstream, for the response head
         /// and between pieces of the body. Time a streaming consumer spends behind (with
@@ -45,45 +50,49 @@ public final class HTTPClient: Sendable {
         public var maxResponseBodyBytes = 16 << 20
         /// Verify TLS certificates and host names. Default on.
         public var verifyTLS = true
-        /// A PEM file of the CA certificates to trust, in place of the system's (bundle and
-        /// directory), for upstreams under a private CA. Default nil: the system's.
+        /// A PEM file of the CA certificates to trust, in place of the system's, for
+        /// upstreams under a private CA. Default nil: the system's.
         public var caCertificatesFile: String?
         /// The proxy to go through (`http://host:port`); https upstreams are reached through
         /// a `CONNECT` tunnel, TLS verified end to end. Default nil: the standard environment
-        /// variables (`https_proxy`, `http_proxy`, `no_proxy`) decide, as libcurl reads them.
+        /// variables decide (`ProxySettings`).
         public var proxy: String?
 
         public init() {}
     }
 
     public let configuration: Configuration
-    /// The client's I/O thread: an epoll set with libcurl's sockets and timers, for
-    /// callers that are not on an event loop.
+    /// The client's I/O thread, for callers that are not on an event loop.
     private let loop: EventLoop
-    private let multi: CurlMulti
-    /// The multi handles on other event loops (the server's I/O threads), by loop; each is
-    /// made on its loop's thread by the first request from there.
-    private let loopMultis = Mutex<[ObjectIdentifier: CurlMulti]>([:])
+    private let own: ClientLoop
+    private let shared: ClientShared
+    /// The client on other event loops (the server's I/O threads), by loop; each is made on
+    /// its loop's thread by the first request from there.
+    private let loopClients = Mutex<[ObjectIdentifier: ClientLoop]>([:])
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        shared = ClientShared(tls: TLSContext(verify: configuration.verifyTLS, caCertificatesFile: configuration.caCertificatesFile),
+                              resolver: Resolver(),
+                              proxies: ProxySettings(configured: configuration.proxy, environment: ProcessInfo.processInfo.environment))
         do {
             loop = try EventLoop(application: nil)
         } catch {
             fatalError("HTTPClient: cannot create its I/O thread: \(error)")
         }
-        multi = CurlMulti(loop: loop, configuration: configuration) // before the loop starts
+        own = ClientLoop(loop: loop, configuration: configuration, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                         shared: shared) // before the loop starts
         loop.start(name: "http-client")
     }
 
     /// Stops the client's thread; requests still in flight fail with `isCancelled`.
     deinit {
-        let (loop, multi) = (self.loop, self.multi)
+        let (loop, own) = (self.loop, self.own)
         loop.execute {
-            multi.close()
+            own.close()
             loop.stop()
         }
-        for other in loopMultis.withLock({ Array($0.values) }) {
+        for other in loopClients.withLock({ Array($0.values) }) {
             other.loop.execute { other.close() }
         }
     }
@@ -95,7 +104,7 @@ public final class HTTPClient: Sendable {
     }
 
     /// Sends `request` and returns once the final response head has arrived (at the end of
-    /// libcurl's action that read it, so a small response comes with its body); the body
+    /// the read that completed it, so a small response comes with its body); the body
     /// follows through `response.body` (see `HTTPBodyStream` for backpressure and how a
     /// truncated body ends). Cancelling the task before the head arrives cancels the request;
     /// afterwards, cancel through the body stream (or drop it).
@@ -103,40 +112,39 @@ public final class HTTPClient: Sendable {
         try await send(request, streaming: true) { .streaming($0) }
     }
 
-    /// Submits a transfer whose result `delivery` routes to this call; cancelling the task
-    /// cancels the transfer.
+    /// Submits an exchange whose result `delivery` routes to this call; cancelling the task
+    /// cancels the exchange.
     private func send<Result>(_ request: HTTPClientRequest, streaming: Bool,
-                              delivery: @escaping (CheckedContinuation<Swift.Result<Result, HTTPClientError>, Never>) -> CurlTransfer.Delivery)
+                              delivery: @escaping (CheckedContinuation<Swift.Result<Result, HTTPClientError>, Never>) -> Exchange.Delivery)
         async throws(HTTPClientError) -> Result {
-        let multi = callersMulti()
-        let transfer = try multi.makeTransfer(request, configuration: configuration, streaming: streaming)
+        let client = callersClient()
+        let exchange = try client.makeExchange(request, streaming: streaming)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                transfer.delivery = delivery(continuation)
-                multi.submit(transfer)
+                exchange.delivery = delivery(continuation)
+                client.submit(exchange)
             }
         } onCancel: {
-            multi.cancel(transfer)
+            client.cancel(exchange)
         }
         return try result.get()
     }
 
-    /// The multi handle of the event loop the caller runs on, made on first use; the
-    /// client's own for callers elsewhere. A request so stays on its handler's thread: no
-    /// hand-over to another thread and back, and no wake-ups between them.
-    private func callersMulti() -> CurlMulti {
-        guard let current = EventLoop.current, current !== loop else { return multi }
+    /// The client on the event loop the caller runs on, made on first use; the client's own
+    /// for callers elsewhere. A request so stays on its handler's thread: no hand-over to
+    /// another thread and back, and no wake-ups between them.
+    private func callersClient() -> ClientLoop {
+        guard let current = EventLoop.current, current !== loop else { return own }
         let key = ObjectIdentifier(current)
-        if let existing = loopMultis.withLock({ $0[key] }) { return existing }
-        // Only this loop's thread makes its handle, so no other can have added one meanwhile.
-        var share = configuration
-        share.maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / current.groupSize)
-        let made = CurlMulti(loop: current, configuration: share)
-        current.whenStopped { [weak self] in // its cached connections go with the loop
+        if let existing = loopClients.withLock({ $0[key] }) { return existing }
+        // Only this loop's thread makes its client, so no other can have added one meanwhile.
+        let made = ClientLoop(loop: current, configuration: configuration,
+                              maxConnectionsPerHost: max(1, configuration.maxConnectionsPerHost / current.groupSize), shared: shared)
+        current.whenStopped { [weak self] in // its pooled connections go with the loop
             made.close()
-            self?.loopMultis.withLock { $0[key] = nil } // and the loop itself can go
+            self?.loopClients.withLock { $0[key] = nil } // and the loop itself can go
         }
-        loopMultis.withLock { $0[key] = made }
+        loopClients.withLock { $0[key] = made }
         return made
     }
 }

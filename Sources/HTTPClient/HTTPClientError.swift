@@ -1,8 +1,9 @@
 /// Why an outbound request failed.
 ///
-/// `description` names the kind of failure in generic words; `debugDescription` adds
-/// libcurl's result code and detailed text. Neither ever holds the request URL (its query
-/// may carry a token) or a header value.
+/// `description` and `debugDescription` give the kind of failure and what happened
+/// (`message`: OpenSSL's or the system's words; it may name the host and port). Neither
+/// ever holds the request's path or query (they may carry a token) or a header value.
+/// `failure` is the kind alone, safe to show a client.
 public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     private enum Code: String, Sendable {
         case connectFailed = "connect failed"
@@ -17,18 +18,12 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     }
 
     private let code: Code
-    /// libcurl's result code (`CURLcode`), or 0 when the failure was not libcurl's.
-    public let curlCode: Int
-    /// A short, generic explanation.
+    /// What happened, in a few words (it may name the host, never the URL's path or query).
     public let message: String
-    /// libcurl's detailed error text (it may name the host, never the URL's query).
-    private let detail: String
 
-    private init(_ code: Code, _ message: String, curlCode: Int = 0, detail: String = "") {
+    private init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
-        self.curlCode = curlCode
-        self.detail = detail
     }
 
     /// No connection could be made (refused, unreachable, or the name did not resolve).
@@ -50,9 +45,6 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     /// Any other failure.
     public static func other(_ message: String) -> Self { Self(.other, message) }
 
-    /// The same error with libcurl's result code and detailed text attached.
-    func withCurl(code: Int, detail: String) -> Self { Self(self.code, message, curlCode: code, detail: detail) }
-
     /// The kind of failure in a few generic words ("TLS failure", "timed out", "connect
     /// failed", ...), safe to show a client.
     public var failure: String { code.rawValue }
@@ -67,10 +59,5 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
 
     public var description: String { "outbound HTTP request \(code.rawValue): \(message)" }
 
-    public var debugDescription: String {
-        var text = "HTTPClientError(\(code.rawValue): \(message)"
-        if curlCode != 0 { text += ", curl code \(curlCode)" }
-        if !detail.isEmpty { text += ", \(detail)" }
-        return text + ")"
-    }
+    public var debugDescription: String { "HTTPClientError(\(code.rawValue): \(message))" }
 }

@@ -1,10 +1,13 @@
+import HTTPCore
+
 /// An outbound request.
 ///
 /// `headers` are sent as given, in order, after validation: a name must be an HTTP token
-/// and a value must not contain CR, LF or NUL, otherwise the request fails with
-/// `HTTPClientError.invalidRequest` before anything is sent. The client adds `Host`,
-/// `User-Agent: smart-bff`, `Accept: */*` (unless given) and, with a body,
-/// `Content-Length`.
+/// and a value must not contain CR, LF or NUL, and the framing fields (`Content-Length`,
+/// `Transfer-Encoding`) and `Connection` are the client's own; otherwise the request fails
+/// with `HTTPClientError.invalidRequest` before anything is sent. The client adds `Host`,
+/// `User-Agent: smart-bff`, `Accept: */*` and `Accept-Encoding: identity` (each unless
+/// given) and, with a body or for POST, PUT and PATCH, `Content-Length`.
 public struct HTTPClientRequest: Sendable {
     public var method: String
     public var url: String
@@ -33,12 +36,39 @@ extension HTTPClientRequest {
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 throw .invalidRequest("a header value contains CR, LF or NUL")
             }
+            for own in ["Content-Length", "Transfer-Encoding", "Connection"] where name.equalsIgnoringASCIICase(own) {
+                throw .invalidRequest("the client sets \(own) itself")
+            }
         }
+    }
+
+    /// The request as it goes on the wire to `url`'s server, or through a plain-http proxy
+    /// (`absoluteForm`, with the proxy's `Proxy-Authorization` value if it needs one).
+    func encoded(for url: UpstreamURL, absoluteForm: Bool = false, proxyAuthorization: String? = nil) -> [UInt8] {
+        func given(_ name: String) -> Bool { headers.contains { $0.0.equalsIgnoringASCIICase(name) } }
+        var head = method + " " + (absoluteForm ? url.absoluteTarget : url.target) + " HTTP/1.1\r\n"
+        if !given("Host") { head += "Host: " + url.authority + "\r\n" }
+        if !given("User-Agent") { head += "User-Agent: smart-bff\r\n" }
+        if !given("Accept") { head += "Accept: */*\r\n" }
+        // Without Accept-Encoding a server may compress (RFC 9110 §12.5.3), and nothing here
+        // decodes: ask for the body as it is, unless the caller chose otherwise.
+        if !given("Accept-Encoding") { head += "Accept-Encoding: identity\r\n" }
+        if let proxyAuthorization { head += "Proxy-Authorization: " + proxyAuthorization + "\r\n" }
+        for (name, value) in headers { head += name + ": " + value + "\r\n" }
+        if let body {
+            head += "Content-Length: \(body.count)\r\n"
+        } else if ["POST", "PUT", "PATCH"].contains(method) {
+            head += "Content-Length: 0\r\n" // servers may answer 411 without it
+        }
+        head += "\r\n"
+        var bytes = Array(head.utf8)
+        if let body { bytes += body }
+        return bytes
     }
 }
 
 /// RFC 9110 tchar.
-private func isTokenByte(_ byte: UInt8) -> Bool {
+func isTokenByte(_ byte: UInt8) -> Bool {
     switch byte {
     case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
         return true

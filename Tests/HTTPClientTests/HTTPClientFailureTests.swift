@@ -32,7 +32,6 @@ struct HTTPClientFailureTests {
             try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(try LoopbackSocket.unusedPort())/x"))
         }
         #expect(error?.isConnectFailure == true)
-        #expect(error?.curlCode == 7) // CURLE_COULDNT_CONNECT, not CURLE_OPERATION_TIMEDOUT
         #expect(ContinuousClock.now - started < .seconds(60)) // refused, not timed out; room for a loaded machine
     }
 
@@ -44,6 +43,7 @@ struct HTTPClientFailureTests {
         }
         var configuration = HTTPClient.Configuration()
         configuration.readTimeout = .milliseconds(400)
+        configuration.connectTimeout = .seconds(30) // so that a read timeout counted from the wrong clock shows
         let client = HTTPClient(configuration: configuration)
         let started = ContinuousClock.now
         let error = await #expect(throws: HTTPClientError.self) {
@@ -64,6 +64,7 @@ struct HTTPClientFailureTests {
         }
         var configuration = HTTPClient.Configuration()
         configuration.readTimeout = .milliseconds(400)
+        configuration.connectTimeout = .seconds(30) // so that a read timeout counted from the wrong clock shows
         let client = HTTPClient(configuration: configuration)
         let started = ContinuousClock.now
         let error = await #expect(throws: HTTPClientError.self) {
@@ -181,7 +182,7 @@ struct HTTPClientFailureTests {
         #expect(server.requests.isEmpty)
     }
 
-    /// libcurl's detail may name the host (useful to operators), never the path, query or headers.
+    /// The detail may name the host (useful to operators), never the path, query or headers.
     @Test func errorsNeverContainTheURLOrHeaders() async throws {
         let secret = "SECRET-abc123"
         let truncating = try ScriptedServer { connection in

@@ -8,7 +8,7 @@ import Logging
 import Sandbox
 
 /// A sandbox on a free loopback port with one client per authentication method, and the
-/// calls a SMART client makes to it, over real sockets (our libcurl client, no redirects
+/// calls a SMART client makes to it, over real sockets (our HTTP client, no redirects
 /// followed).
 struct SandboxHarness: Sendable {
     static let redirectURI = "http://app.example/cb"

@@ -1,0 +1,267 @@
+import Foundation
+import HTTPCore
+
+/// The connections to one upstream (scheme, host, port and proxy) on one event loop.
+final class HostPool {
+    /// Open connections waiting for a request, the most recently used last.
+    var idle: [UpstreamConnection] = []
+    /// Connections counted against the per-host limit: being set up, busy or idle.
+    var open = 0
+    /// Exchanges waiting for a connection, oldest first.
+    var waiting: [Exchange] = []
+}
+
+/// What an `HTTPClient`'s loops share: TLS context, resolver threads and proxy settings.
+struct ClientShared: Sendable {
+    let tls: TLSContext
+    let resolver: Resolver
+    let proxies: ProxySettings
+}
+
+/// An `HTTPClient` on one event loop: its pooled connections, the exchanges in flight and
+/// their timeouts. Requests made on a loop's thread (a server's request handlers) run here
+/// without leaving it; the client's own loop serves every other caller.
+///
+/// Everything runs on `loop`'s thread, except `makeExchange` (the caller's thread) and
+/// `submit`, `cancel` and `resume`, which post to it. Hence `@unchecked Sendable`.
+final class ClientLoop: @unchecked Sendable {
+    /// Idle connections older than this are closed: servers and load balancers drop idle
+    /// connections after a while, often without a word.
+    static let maxIdleSeconds = 60.0
+
+    /// The loop (strong: a body stream may outlive the client and still ask to resume).
+    let loop: EventLoop
+    let tls: TLSContext
+    let resolver: Resolver
+    private let proxies: ProxySettings
+    private let maxConnectionsPerHost: Int
+    private let connectTimeout: Double
+    let readTimeout: Double
+    private let maxBodyBytes: Int
+    /// Where connections read into; loop thread only.
+    let scratch: UnsafeMutableRawBufferPointer
+    private var pools: [String: HostPool] = [:]
+    private var active: [ObjectIdentifier: Exchange] = [:]
+    private var timer: EventLoopTimer!
+    private var closed = false
+    private var dispatching = false
+    private var dispatchLater: [HostPool] = []
+
+    /// A client on `loop`. Call on the loop's thread, or before the loop starts.
+    init(loop: EventLoop, configuration: HTTPClient.Configuration, maxConnectionsPerHost: Int, shared: ClientShared) {
+        self.loop = loop
+        tls = shared.tls
+        resolver = shared.resolver
+        proxies = shared.proxies
+        self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
+        connectTimeout = Double(configuration.connectTimeout.nanoseconds) / 1e9
+        readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9
+        maxBodyBytes = configuration.maxResponseBodyBytes
+        scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        timer = loop.makeTimer { [unowned self] in sweep() }
+    }
+
+    deinit { scratch.deallocate() }
+
+    // MARK: - Any thread
+
+    /// Validates `request` and builds its exchange (on the caller's thread).
+    func makeExchange(_ request: HTTPClientRequest, streaming: Bool) throws(HTTPClientError) -> Exchange {
+        try request.validate()
+        let url = try UpstreamURL(request.url)
+        let exchange = Exchange(request: request, url: url, proxy: try proxies.proxy(for: url),
+                                maxBodyBytes: streaming ? .max : maxBodyBytes)
+        if streaming { exchange.makeBodyBuffer(owner: self) }
+        return exchange
+    }
+
+    /// Starts `exchange` (its `delivery` must be set).
+    func submit(_ exchange: Exchange) {
+        loop.execute { [self] in add(exchange) }
+    }
+
+    /// Stops `exchange` with `HTTPClientError.cancelled`, whether or not it has started.
+    func cancel(_ exchange: Exchange) {
+        exchange.cancelRequested.store(true, ordering: .releasing)
+        loop.execute { [self] in
+            if active[ObjectIdentifier(exchange)] === exchange { end(exchange, .cancelled()) }
+        }
+    }
+
+    /// Reads on for an exchange paused because its consumer was behind.
+    func resume(_ exchange: Exchange) {
+        loop.execute { [self] in
+            guard active[ObjectIdentifier(exchange)] === exchange, exchange.paused else { return }
+            exchange.paused = false
+            exchange.deadline = loop.now + readTimeout
+            arm(exchange.deadline)
+            exchange.connection?.pump()
+        }
+    }
+
+    // MARK: - Loop thread
+
+    /// The client goes: exchanges still running fail as cancelled, and connections close.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        for exchange in Array(active.values) { end(exchange, .cancelled("the HTTP client has shut down")) }
+        for pool in pools.values {
+            for connection in pool.idle { connection.close() }
+            pool.idle = []
+        }
+        loop.removeTimer(timer)
+    }
+
+    private func add(_ exchange: Exchange) {
+        if closed || exchange.cancelRequested.load(ordering: .acquiring) {
+            exchange.finish(.failure(closed ? .cancelled("the HTTP client has shut down") : .cancelled()))
+            return
+        }
+        active[ObjectIdentifier(exchange)] = exchange
+        exchange.deadline = loop.now + connectTimeout + readTimeout
+        arm(exchange.deadline)
+        let pool = pools[exchange.poolKey] ?? {
+            let made = HostPool()
+            pools[exchange.poolKey] = made
+            return made
+        }()
+        pool.waiting.append(exchange)
+        dispatch(pool)
+    }
+
+    /// Gives waiting exchanges idle connections, or new ones while under the limit.
+    /// Connections report back from inside it at times (a refusal, a quick answer): then
+    /// their pool's turn comes after this one, not inside it.
+    private func dispatch(_ pool: HostPool) {
+        guard !closed else { return }
+        guard !dispatching else { return dispatchLater.append(pool) }
+        dispatching = true
+        defer { dispatching = false }
+        var next: HostPool? = pool
+        while let pool = next {
+            while let exchange = pool.waiting.first, !closed {
+                if let connection = pool.idle.popLast() {
+                    pool.waiting.removeFirst()
+                    start(exchange, on: connection)
+                } else if pool.open < maxConnectionsPerHost {
+                    pool.waiting.removeFirst()
+                    pool.open += 1
+                    exchange.deadline = loop.now + connectTimeout
+                    arm(exchange.deadline)
+                    UpstreamConnection(owner: self, pool: pool, for: exchange).open()
+                } else {
+                    break
+                }
+            }
+            next = dispatchLater.popLast()
+        }
+    }
+
+    /// A new connection is set up: its exchange goes out on it.
+    func connectionReady(_ connection: UpstreamConnection) {
+        guard let exchange = connection.exchange else { return }
+        start(exchange, on: connection)
+    }
+
+    /// Sends `exchange` on `connection`; the read timeout runs from now.
+    private func start(_ exchange: Exchange, on connection: UpstreamConnection) {
+        exchange.deadline = loop.now + readTimeout
+        arm(exchange.deadline)
+        connection.start(exchange)
+    }
+
+    /// `exchange` ended well on `connection`, which is open still when `reusable`.
+    func exchangeCompleted(_ exchange: Exchange, on connection: UpstreamConnection, reusable: Bool) {
+        active[ObjectIdentifier(exchange)] = nil
+        let pool = connection.pool
+        if reusable && !closed {
+            connection.becameIdle(now: loop.now)
+            pool.idle.append(connection)
+            arm(loop.now + ClientLoop.maxIdleSeconds)
+        } else {
+            connection.close()
+            pool.open -= 1
+        }
+        dispatch(pool)
+    }
+
+    /// `connection` failed (and closed), taking `exchange` with it.
+    func connectionFailed(_ connection: UpstreamConnection, exchange: Exchange?, error: HTTPClientError) {
+        connection.pool.open -= 1
+        if let exchange {
+            active[ObjectIdentifier(exchange)] = nil
+            exchange.finish(.failure(error))
+        }
+        dispatch(connection.pool)
+    }
+
+    /// A reused connection was closed before it answered: `exchange` goes again, first in line.
+    func retry(_ exchange: Exchange, from connection: UpstreamConnection) {
+        let pool = connection.pool
+        pool.open -= 1
+        exchange.retried = true
+        exchange.connection = nil
+        exchange.restart()
+        exchange.deadline = loop.now + connectTimeout + readTimeout
+        arm(exchange.deadline)
+        pool.waiting.insert(exchange, at: 0)
+        dispatch(pool)
+    }
+
+    /// An idle connection was closed by its upstream.
+    func idleConnectionClosed(_ connection: UpstreamConnection) {
+        let pool = connection.pool
+        pool.idle.removeAll { $0 === connection }
+        pool.open -= 1
+        dispatch(pool)
+    }
+
+    /// Stops `exchange` before it completed. Its connection closes, never goes back to the
+    /// pool: the rest of the response would still be on it.
+    private func end(_ exchange: Exchange, _ error: HTTPClientError) {
+        active[ObjectIdentifier(exchange)] = nil
+        guard let pool = pools[exchange.poolKey] else { return exchange.finish(.failure(error)) }
+        if let connection = exchange.connection {
+            connection.abandon()
+            pool.open -= 1
+        } else {
+            pool.waiting.removeAll { $0 === exchange }
+        }
+        exchange.finish(.failure(error))
+        dispatch(pool)
+    }
+
+    private func arm(_ deadline: Double) {
+        if timer.deadline.map({ deadline < $0 }) ?? true { timer.deadline = deadline }
+    }
+
+    /// Times out exchanges that waited too long, closes connections idle too long, and sets
+    /// the timer for the next deadline.
+    private func sweep() {
+        let now = loop.now
+        var next = Double.infinity
+        for exchange in Array(active.values) where !exchange.paused {
+            guard exchange.deadline <= now else {
+                next = min(next, exchange.deadline)
+                continue
+            }
+            let connecting = exchange.connection.map { !$0.isOpen } ?? false
+            end(exchange, .timedOut(connecting ? "could not connect within the connect timeout"
+                                               : "no data from the upstream within the read timeout"))
+        }
+        for pool in pools.values {
+            for connection in pool.idle {
+                let expiry = connection.idleSince + ClientLoop.maxIdleSeconds
+                if expiry <= now {
+                    connection.close()
+                    pool.idle.removeAll { $0 === connection }
+                    pool.open -= 1
+                } else {
+                    next = min(next, expiry)
+                }
+            }
+        }
+        if next < .infinity { timer.deadline = next }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import HTTPCore
+
+/// The egress proxy each request goes through, chosen the way libcurl and most command-line
+/// tools choose it:
+/// - `Configuration.proxy` when set, else for http URLs `http_proxy` (lower case only: an
+///   upper-case `HTTP_PROXY` can be set by a CGI request's `Proxy:` header) and for https
+///   URLs `https_proxy` or `HTTPS_PROXY`; then `all_proxy` or `ALL_PROXY`;
+/// - except hosts that `no_proxy` (or `NO_PROXY`) names: `*` for every host, or a
+///   comma-separated list of names (which cover their subdomains; a leading dot is ignored)
+///   and addresses.
+///
+/// Only `http://` proxies are supported (`host:port` alone means the same); https URLs go
+/// through a `CONNECT` tunnel, plain http URLs are sent to the proxy in absolute form. User
+/// information in the proxy URL becomes `Proxy-Authorization: Basic`.
+struct ProxySettings: Sendable {
+    /// An HTTP proxy to connect to.
+    struct Proxy: Sendable, Equatable {
+        let host: String
+        let port: Int
+        let isIPAddress: Bool
+        /// The `Proxy-Authorization` value, when the proxy URL had user information.
+        let authorization: String?
+
+        /// A key part that tells connections through different proxies apart.
+        var key: String { "\(host):\(port)" }
+    }
+
+    private let configured: Result<Proxy, HTTPClientError>?
+    private let forHTTP: Result<Proxy, HTTPClientError>?
+    private let forHTTPS: Result<Proxy, HTTPClientError>?
+    private let exemptAll: Bool
+    private let exemptHosts: [String]
+
+    /// Settings from `configured` (the client's configuration) and `environment`.
+    init(configured: String?, environment: [String: String]) {
+        func value(_ names: String...) -> String? {
+            names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+        }
+        self.configured = configured.map(ProxySettings.parse)
+        forHTTP = value("http_proxy", "all_proxy", "ALL_PROXY").map(ProxySettings.parse)
+        forHTTPS = value("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY").map(ProxySettings.parse)
+        let exemptions = (value("no_proxy", "NO_PROXY") ?? "")
+            .split { $0 == "," || $0 == " " }
+            .map { entry -> String in
+                var host = entry.lowercased()
+                while host.hasPrefix(".") { host.removeFirst() }
+                if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+                return host
+            }
+            .filter { !$0.isEmpty }
+        exemptAll = exemptions.contains("*")
+        exemptHosts = exemptions
+    }
+
+    /// The proxy for `url`, nil to connect directly; throws when the proxy setting that
+    /// applies cannot be used.
+    func proxy(for url: UpstreamURL) throws(HTTPClientError) -> Proxy? {
+        guard let chosen = configured ?? (url.isSecure ? forHTTPS : forHTTP), !isExempt(url.host) else { return nil }
+        return try chosen.get()
+    }
+
+    private func isExempt(_ host: String) -> Bool {
+        exemptAll || exemptHosts.contains { host == $0 || host.hasSuffix("." + $0) }
+    }
+
+    /// `http://user:password@proxy.example:3128/` → the proxy; default port 1080.
+    static func parse(_ text: String) -> Result<Proxy, HTTPClientError> {
+        var rest = Substring(text.strippingOWS())
+        if let scheme = rest.range(of: "://") {
+            guard rest[..<scheme.lowerBound].lowercased() == "http" else {
+                return .failure(.connectFailed("the proxy URL's scheme is not supported (only http:// proxies are)"))
+            }
+            rest = rest[scheme.upperBound...]
+        }
+        if let slash = rest.firstIndex(of: "/") {
+            guard rest[slash...].allSatisfy({ $0 == "/" }) else { return .failure(.connectFailed("the proxy URL has a path")) }
+            rest = rest[..<slash]
+        }
+        var authorization: String?
+        if let at = rest.lastIndex(of: "@") {
+            let credentials = rest[..<at].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let user = PercentEncoding.decode(credentials[0]),
+                  let password = credentials.count > 1 ? PercentEncoding.decode(credentials[1]) : "" else {
+                return .failure(.connectFailed("the proxy URL's user information is malformed"))
+            }
+            authorization = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+            rest = rest[rest.index(after: at)...]
+        }
+        do {
+            // The host and port rules of any URL; a proxy's default port is 1080.
+            let hasPort = rest.hasPrefix("[") ? rest.contains("]:") : rest.contains(":")
+            let url = try UpstreamURL("http://" + rest + (hasPort ? "" : ":1080"))
+            return .success(Proxy(host: url.host, port: url.port, isIPAddress: url.isIPAddress, authorization: authorization))
+        } catch {
+            return .failure(.connectFailed("the proxy URL's host or port is malformed"))
+        }
+    }
+}

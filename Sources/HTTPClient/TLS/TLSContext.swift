@@ -1,0 +1,90 @@
+internal import CLibSSL
+
+/// One OpenSSL client context (`SSL_CTX`) for a client's https connections: TLS 1.2 or
+/// newer, ALPN offering HTTP/1.1 only, and, unless verification is off, certificates checked
+/// against the system's CA store (or one PEM file in its place) and host names checked
+/// against the certificate (`TLSSession`).
+///
+/// OpenSSL allows `SSL_new` on a context from any thread once it is set up; nothing changes
+/// it afterwards. Hence `@unchecked Sendable`.
+final class TLSContext: @unchecked Sendable {
+    /// The context, or why there is none (an unreadable CA file, say): then every https
+    /// request fails with that TLS error.
+    private let context: Result<OpaquePointer, HTTPClientError>
+    let verifies: Bool
+
+    /// The method table of the socket BIO that never raises SIGPIPE, made once per process
+    /// and never changed or freed.
+    private struct SocketMethod: @unchecked Sendable { let pointer: OpaquePointer? }
+    private static let socketMethod = SocketMethod(pointer: bff_nosigpipe_method_new())
+
+    init(verify: Bool, caCertificatesFile: String?) {
+        verifies = verify
+        context = TLSContext.make(verify: verify, caCertificatesFile: caCertificatesFile)
+    }
+
+    deinit {
+        if case let .success(pointer) = context { SSL_CTX_free(pointer) }
+    }
+
+    private static func make(verify: Bool, caCertificatesFile: String?) -> Result<OpaquePointer, HTTPClientError> {
+        ERR_clear_error()
+        guard let context = SSL_CTX_new(TLS_client_method()) else { return .failure(.tls("SSL_CTX_new failed: \(openSSLErrors())")) }
+        var ready = false
+        defer { if !ready { SSL_CTX_free(context) } }
+        guard bff_ssl_ctx_set_min_tls12(context) == 1 else { return .failure(.tls("cannot require TLS 1.2: \(openSSLErrors())")) }
+        bff_ssl_ctx_set_write_modes(context)
+        let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
+        guard SSL_CTX_set_alpn_protos(context, alpn, UInt32(alpn.count)) == 0 else { return .failure(.tls("cannot set ALPN")) }
+        if verify {
+            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+            if let file = caCertificatesFile {
+                // Only this file: not the system's directory of certificates as well.
+                guard SSL_CTX_load_verify_locations(context, file, nil) == 1 else {
+                    return .failure(.tls("cannot load the CA certificates file: \(openSSLErrors())"))
+                }
+            } else {
+                guard SSL_CTX_set_default_verify_paths(context) == 1 else {
+                    return .failure(.tls("cannot load the system's CA certificates: \(openSSLErrors())"))
+                }
+            }
+        } else {
+            SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
+        }
+        ready = true
+        return .success(context)
+    }
+
+    /// A TLS session over connected socket `fd` for `host` (its name goes in SNI and must be
+    /// the certificate's; an address must be in the certificate's IP entries).
+    func makeSession(fd: Int32, host: String, isIPAddress: Bool) throws(HTTPClientError) -> TLSSession {
+        let context = try self.context.get()
+        ERR_clear_error()
+        guard let method = TLSContext.socketMethod.pointer, let ssl = SSL_new(context) else { throw .tls("SSL_new failed: \(openSSLErrors())") }
+        guard let bio = bff_nosigpipe_bio_new(method, fd) else {
+            SSL_free(ssl)
+            throw .tls("BIO_new failed")
+        }
+        SSL_set_bio(ssl, bio, bio) // the session owns the BIO now
+        let session = TLSSession(takingOwnershipOf: ssl)
+        if !isIPAddress { bff_ssl_set_server_name(ssl, host) } // no SNI for addresses (RFC 6066 §3)
+        if verifies {
+            let ok = isIPAddress ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
+                                 : { SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS)); return SSL_set1_host(ssl, host) }()
+            guard ok == 1 else { throw .tls("cannot set the host name to verify: \(openSSLErrors())") }
+        }
+        SSL_set_connect_state(ssl)
+        return session
+    }
+}
+
+/// OpenSSL's error queue of this thread as text (emptied), or "no detail".
+func openSSLErrors() -> String {
+    var texts: [String] = []
+    var buffer = [CChar](repeating: 0, count: 256)
+    while case let code = ERR_get_error(), code != 0 {
+        ERR_error_string_n(code, &buffer, buffer.count)
+        texts.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+    return texts.isEmpty ? "no detail" : texts.joined(separator: "; ")
+}

@@ -1,0 +1,332 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTPCore
+
+/// An incremental parser of one HTTP/1.1 response (RFC 9112), fed the bytes as they arrive.
+///
+/// Strict where a lenient reading could let two parties disagree on where a response ends:
+/// - the status line is `HTTP/1.0` or `HTTP/1.1`, a space and three digits;
+/// - field names are tokens with no whitespace before the colon; values hold no control
+///   characters but HTAB; a bare CR anywhere is refused;
+/// - `Transfer-Encoding` must be exactly `chunked` (nothing else was asked for); with a
+///   `Content-Length` beside it the chunked framing counts and the connection is not reused;
+/// - several `Content-Length` values must agree and be plain digits.
+///
+/// Tolerated, as RFC 9112 allows a recipient: LF alone ending a line, and obs-fold lines
+/// (joined to the previous value with a space). Interim 1xx responses are skipped, except
+/// 101, which was never asked for. Responses to HEAD, and 204 and 304, have no body.
+struct ResponseParser {
+    /// The final response head.
+    struct Head {
+        var status: Int
+        var headers: [(name: String, value: String)]
+    }
+
+    private enum State: Equatable {
+        case head
+        case fixed(remaining: Int)
+        case chunkSize
+        case chunkData(remaining: Int)
+        case chunkDataEnd
+        case trailers
+        case untilClose
+        case done
+    }
+
+    /// Largest response head, and largest trailer section.
+    static let maxHeadBytes = 64 * 1024
+    /// Largest chunk-size line (extensions included).
+    static let maxChunkLineBytes = 4096
+
+    private let isResponseToHEAD: Bool
+    private var state = State.head
+    private var headBytes: [UInt8] = []
+    private var lineStart = 0
+    private var line: [UInt8] = []
+    private var trailerBytes = 0
+
+    /// The final head, once it is complete.
+    private(set) var head: Head?
+    /// Whether any byte of the response has arrived.
+    private(set) var hasReceivedAnything = false
+    /// The connection may carry another request once this response is complete.
+    private(set) var allowsReuse = true
+    /// The declared body length, when the head gave one.
+    private(set) var declaredLength: Int?
+
+    var isComplete: Bool { state == .done }
+    /// The body has no declared length: the end of the connection ends it.
+    var isDelimitedByClose: Bool { state == .untilClose }
+
+    init(requestMethod: String) {
+        isResponseToHEAD = requestMethod == "HEAD"
+    }
+
+    /// Parses `input`. Body bytes go to `body` as slices of `input`, in order. Returns the
+    /// number of bytes used: all of `input`, unless the response completed before its end
+    /// (what follows is not part of it).
+    mutating func feed(_ input: UnsafeRawBufferPointer, body: (UnsafeRawBufferPointer) -> Void) throws(HTTPClientError) -> Int {
+        if !input.isEmpty { hasReceivedAnything = true }
+        var i = 0
+        while i < input.count {
+            switch state {
+            case .head:
+                i = try scanHead(input, from: i)
+            case let .fixed(remaining):
+                let n = min(remaining, input.count - i)
+                body(UnsafeRawBufferPointer(rebasing: input[i..<(i + n)]))
+                i += n
+                state = n == remaining ? .done : .fixed(remaining: remaining - n)
+            case .chunkSize, .chunkDataEnd, .trailers:
+                i = try scanLine(input, from: i)
+            case let .chunkData(remaining):
+                let n = min(remaining, input.count - i)
+                body(UnsafeRawBufferPointer(rebasing: input[i..<(i + n)]))
+                i += n
+                state = n == remaining ? .chunkDataEnd : .chunkData(remaining: remaining - n)
+            case .untilClose:
+                body(UnsafeRawBufferPointer(rebasing: input[i...]))
+                i = input.count
+            case .done:
+                allowsReuse = false // bytes nobody asked for follow the response
+                return i
+            }
+        }
+        return i
+    }
+
+    /// The connection ended (cleanly, as far as the transport knows). Completes a body
+    /// delimited by the close; anything else unfinished is an error.
+    mutating func finishAtEnd() throws(HTTPClientError) {
+        switch state {
+        case .done:
+            return
+        case .untilClose:
+            state = .done
+        case .head:
+            throw .malformedResponse(hasReceivedAnything ? "the upstream closed the connection before the response head was complete"
+                                                         : "the upstream closed the connection without answering")
+        default:
+            throw .truncated("the upstream closed the connection before the end of the body")
+        }
+    }
+
+    // MARK: - Head
+
+    /// Takes head bytes up to the end of the head (or of `input`); returns where it stopped.
+    private mutating func scanHead(_ input: UnsafeRawBufferPointer, from start: Int) throws(HTTPClientError) -> Int {
+        var i = start
+        while i < input.count {
+            let rest = UnsafeRawBufferPointer(rebasing: input[i...])
+            guard let found = memchr(rest.baseAddress!, 0x0A, rest.count) else {
+                headBytes.append(contentsOf: rest)
+                try checkHeadSize()
+                return input.count
+            }
+            let lf = i + (UnsafeRawPointer(found) - rest.baseAddress!)
+            headBytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i...lf]))
+            i = lf + 1
+            try checkHeadSize()
+            var contentEnd = headBytes.count - 1
+            if contentEnd > lineStart && headBytes[contentEnd - 1] == 0x0D { contentEnd -= 1 }
+            guard contentEnd == lineStart else {
+                lineStart = headBytes.count
+                continue
+            }
+            guard lineStart > 0 else { throw .malformedResponse("the response starts with an empty line") }
+            try completeHead()
+            if state != .head { return i }
+        }
+        return i
+    }
+
+    private func checkHeadSize() throws(HTTPClientError) {
+        if headBytes.count > ResponseParser.maxHeadBytes { throw .malformedResponse("the response head exceeds \(ResponseParser.maxHeadBytes) bytes") }
+    }
+
+    /// The head in `headBytes` is complete: parses it, and starts over after an interim one.
+    private mutating func completeHead() throws(HTTPClientError) {
+        var lines = try ResponseParser.lines(of: headBytes)
+        let (isHTTP11, status) = try ResponseParser.statusLine(lines.removeFirst())
+        let headers = try ResponseParser.fields(lines)
+        headBytes.removeAll(keepingCapacity: true)
+        lineStart = 0
+        if status < 200 {
+            guard status != 101 else { throw .malformedResponse("the upstream switched protocols unasked") }
+            return // an interim response: the final one follows
+        }
+        head = Head(status: status, headers: headers)
+        if !isHTTP11 || ResponseParser.hasToken("close", in: headers, field: "Connection") { allowsReuse = false }
+        try startBody(status: status, headers: headers)
+    }
+
+    private mutating func startBody(status: Int, headers: [(name: String, value: String)]) throws(HTTPClientError) {
+        if isResponseToHEAD || status == 204 || status == 304 {
+            state = .done
+            return
+        }
+        let codings = headers.filter { $0.name.equalsIgnoringASCIICase("Transfer-Encoding") }.map(\.value)
+        let lengths = headers.filter { $0.name.equalsIgnoringASCIICase("Content-Length") }
+            .flatMap { $0.value.split(separator: ",", omittingEmptySubsequences: false) }
+            .map { $0.strippingOWS() }
+        if !codings.isEmpty {
+            let joined = codings.joined(separator: ",").split(separator: ",").map { $0.strippingOWS() }
+            guard joined.count == 1, joined[0].equalsIgnoringASCIICase("chunked") else {
+                throw .malformedResponse("a transfer coding other than chunked")
+            }
+            if !lengths.isEmpty { allowsReuse = false } // both framings: chunked counts (RFC 9112 §6.3)
+            state = .chunkSize
+            return
+        }
+        if let first = lengths.first {
+            guard lengths.allSatisfy({ $0 == first }), !first.isEmpty, first.utf8.count <= 18,
+                  first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(first) else {
+                throw .malformedResponse("an invalid or ambiguous Content-Length")
+            }
+            declaredLength = length
+            state = length == 0 ? .done : .fixed(remaining: length)
+            return
+        }
+        allowsReuse = false
+        state = .untilClose
+    }
+
+    /// The head's lines without their line ends; a CR anywhere else is refused.
+    private static func lines(of bytes: [UInt8]) throws(HTTPClientError) -> [ArraySlice<UInt8>] {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = 0
+        for (index, byte) in bytes.enumerated() where byte == 0x0A {
+            var end = index
+            if end > start && bytes[end - 1] == 0x0D { end -= 1 }
+            if end > start { lines.append(bytes[start..<end]) }
+            start = index + 1
+        }
+        for line in lines where line.contains(0x0D) { throw .malformedResponse("a bare CR in the response head") }
+        return lines
+    }
+
+    /// "HTTP/1.1 200 OK" → (true, 200).
+    private static func statusLine(_ line: ArraySlice<UInt8>) throws(HTTPClientError) -> (isHTTP11: Bool, status: Int) {
+        let bytes = Array(line)
+        guard bytes.count >= 12, bytes.starts(with: "HTTP/1.".utf8), bytes[7] == 0x30 || bytes[7] == 0x31, bytes[8] == 0x20,
+              bytes[9...11].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), bytes.count == 12 || bytes[12] == 0x20 else {
+            throw .malformedResponse("the status line is not HTTP/1.x with a three-digit code")
+        }
+        guard bytes[12...].allSatisfy({ $0 == 0x09 || $0 >= 0x20 && $0 != 0x7F }) else {
+            throw .malformedResponse("control characters in the status line")
+        }
+        let status = bytes[9...11].reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        guard status >= 100 else { throw .malformedResponse("the status code is below 100") }
+        return (bytes[7] == 0x31, status)
+    }
+
+    private static func fields(_ lines: [ArraySlice<UInt8>]) throws(HTTPClientError) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = []
+        for line in lines {
+            guard line.allSatisfy({ $0 == 0x09 || $0 >= 0x20 && $0 != 0x7F }) else {
+                throw .malformedResponse("control characters in a response header")
+            }
+            if line.first == 0x20 || line.first == 0x09 { // obs-fold: the previous value goes on
+                guard !fields.isEmpty else { throw .malformedResponse("a continuation line before any header") }
+                let more = trimmed(line)
+                if !more.isEmpty { fields[fields.count - 1].value += (fields[fields.count - 1].value.isEmpty ? "" : " ") + more }
+                continue
+            }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
+                  line[line.startIndex..<colon].allSatisfy(isTokenByte) else {
+                throw .malformedResponse("a response header name is not a token")
+            }
+            fields.append((name: String(decoding: line[line.startIndex..<colon], as: UTF8.self), value: trimmed(line[(colon + 1)...])))
+        }
+        return fields
+    }
+
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> String {
+        var start = bytes.startIndex, end = bytes.endIndex
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
+    /// Whether the comma-separated values of `field` hold `token` (case-insensitive).
+    private static func hasToken(_ token: String, in headers: [(name: String, value: String)], field: String) -> Bool {
+        headers.contains { header in
+            header.name.equalsIgnoringASCIICase(field)
+                && header.value.split(separator: ",").contains { $0.strippingOWS().equalsIgnoringASCIICase(token) }
+        }
+    }
+
+    // MARK: - Chunked framing
+
+    /// Takes bytes of a chunk-size line, the CRLF after chunk data, or a trailer line.
+    private mutating func scanLine(_ input: UnsafeRawBufferPointer, from start: Int) throws(HTTPClientError) -> Int {
+        let rest = UnsafeRawBufferPointer(rebasing: input[start...])
+        guard let found = memchr(rest.baseAddress!, 0x0A, rest.count) else {
+            try append(rest)
+            return input.count
+        }
+        let lf = start + (UnsafeRawPointer(found) - rest.baseAddress!)
+        try append(UnsafeRawBufferPointer(rebasing: input[start..<lf]))
+        if line.last == 0x0D { line.removeLast() }
+        guard !line.contains(0x0D) else { throw .malformedResponse("a bare CR in the chunked framing") }
+        switch state {
+        case .chunkSize:
+            try chunkSizeLine()
+        case .chunkDataEnd:
+            guard line.isEmpty else { throw .malformedResponse("chunk data longer than its declared size") }
+            state = .chunkSize
+        default: // trailers: read and dropped; the empty line ends the response
+            if line.isEmpty { state = .done }
+        }
+        line.removeAll(keepingCapacity: true)
+        return lf + 1
+    }
+
+    private mutating func append(_ bytes: UnsafeRawBufferPointer) throws(HTTPClientError) {
+        line.append(contentsOf: bytes)
+        if state == .trailers {
+            trailerBytes += bytes.count + 1
+            if trailerBytes > ResponseParser.maxHeadBytes { throw .malformedResponse("the trailer section is too large") }
+        } else if line.count > ResponseParser.maxChunkLineBytes {
+            throw .malformedResponse("a chunk-size line is too long")
+        }
+    }
+
+    /// `1a;ext=1` → a chunk of 26 bytes; `0` → the last chunk, then the trailers.
+    private mutating func chunkSizeLine() throws(HTTPClientError) {
+        var size = 0, digits = 0, index = 0
+        while index < line.count, let value = hexValue(line[index]) {
+            guard digits < 15 else { throw .malformedResponse("a chunk size too large") }
+            size = size << 4 | value
+            digits += 1
+            index += 1
+        }
+        guard digits > 0 else { throw .malformedResponse("a chunk-size line without a size") }
+        while index < line.count, line[index] == 0x20 || line[index] == 0x09 { index += 1 }
+        guard index == line.count || line[index] == UInt8(ascii: ";") else { throw .malformedResponse("a malformed chunk-size line") }
+        guard line[index...].allSatisfy({ $0 == 0x09 || $0 >= 0x20 && $0 != 0x7F }) else {
+            throw .malformedResponse("control characters in a chunk extension")
+        }
+        state = size == 0 ? .trailers : .chunkData(remaining: size)
+    }
+
+    private func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case 0x30...0x39: Int(byte - 0x30)
+        case 0x41...0x46: Int(byte - 0x41 + 10)
+        case 0x61...0x66: Int(byte - 0x61 + 10)
+        default: nil
+        }
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (RFC 9110 OWS).
+    func strippingOWS() -> String {
+        var slice = Substring(self)
+        while slice.first == " " || slice.first == "\t" { slice = slice.dropFirst() }
+        while slice.last == " " || slice.last == "\t" { slice = slice.dropLast() }
+        return String(slice)
+    }
+}
