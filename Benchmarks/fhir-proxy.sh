@@ -5,7 +5,7 @@
 # upstream nginx for the SMART login. Alternating rounds; medians and ratios.
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
 # PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run
-#   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libcurl, which lack frame
+#   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libssl, which lack frame
 #   pointers; PERF_FREQ=samples per second, default 4000).
 # LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
 # MALLOC_COUNT=1: also one extra run counting smart-bff's malloc calls per proxied request

@@ -4,7 +4,7 @@
 # per request, and memory with 1 000 idle keep-alive connections open.
 # Usage: Benchmarks/http-healthz.sh [rounds=5] [seconds=5]
 # PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run
-#   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libcurl, which lack frame
+#   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libssl, which lack frame
 #   pointers; PERF_FREQ=samples per second, default 4000).
 source "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}; SECS=${2:-5}

@@ -79,7 +79,7 @@ public final class BFFServices: Sendable {
     }
 
     /// Logs a request to the EHR that failed below HTTP (no connection, TLS, timeout) with
-    /// libcurl's text, which names the cause (an untrusted certificate, say) that the
+    /// the client's detail, which names the cause (an untrusted certificate, say) that the
     /// client's problem response leaves out. Failures with an HTTP answer are not logged here.
     func logUpstreamFailure(_ message: Logger.Message, iss: String, _ error: SMARTError) {
         guard let cause = error.cause else { return }

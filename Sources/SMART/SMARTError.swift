@@ -21,7 +21,7 @@ public struct SMARTError: Error, Sendable, CustomStringConvertible {
     public let kind: Kind
     public let detail: String
     /// The outbound request's failure, when the EHR could not be reached or answered no
-    /// HTTP at all (its `debugDescription` has libcurl's text, for logs).
+    /// HTTP at all (its `debugDescription` has the cause in OpenSSL's or the system's words, for logs).
     public let cause: HTTPClientError?
 
     public init(_ kind: Kind, _ detail: String, cause: HTTPClientError? = nil) {

@@ -4,7 +4,7 @@ import Logging
 import Synchronization
 
 /// Logs the FHIR proxy's failures to reach an EHR (no connection, TLS, timeout: no HTTP
-/// answer) per issuer without flooding the log: the first failure with its cause (libcurl's
+/// answer) per issuer without flooding the log: the first failure with its cause (the client's
 /// text), then at most one summary a minute while failures go on, and one line when a request
 /// gets an answer again. `bff_upstream_errors_total` counts every failure.
 final class UpstreamFailureLog: Sendable {

@@ -147,9 +147,9 @@ struct ResponseParser {
 
     /// The head in `headBytes` is complete: parses it, and starts over after an interim one.
     private mutating func completeHead() throws(HTTPClientError) {
-        var lines = try ResponseParser.lines(of: headBytes)
-        let (isHTTP11, status) = try ResponseParser.statusLine(lines.removeFirst())
-        let headers = try ResponseParser.fields(lines)
+        let (isHTTP11, status, headers) = try headBytes.withUnsafeBufferPointer { bytes throws(HTTPClientError) in
+            try ResponseParser.parseHead(bytes)
+        }
         headBytes.removeAll(keepingCapacity: true)
         lineStart = 0
         if status < 200 {
@@ -157,104 +157,119 @@ struct ResponseParser {
             return // an interim response: the final one follows
         }
         head = Head(status: status, headers: headers)
-        if !isHTTP11 || ResponseParser.hasToken("close", in: headers, field: "Connection") { allowsReuse = false }
+        if !isHTTP11 { allowsReuse = false }
         try startBody(status: status, headers: headers)
     }
 
+    /// Decides how the body is framed (RFC 9112 §6.3) and whether the connection may be reused.
     private mutating func startBody(status: Int, headers: [(name: String, value: String)]) throws(HTTPClientError) {
+        var chunked = false, length: Int?
+        for field in headers {
+            switch field.name.utf8.count {
+            case 10 where field.name.equalsIgnoringASCIICase("Connection"):
+                if ResponseParser.hasToken("close", in: field.value) { allowsReuse = false }
+            case 14 where field.name.equalsIgnoringASCIICase("Content-Length"):
+                for part in field.value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                    let value = try ResponseParser.decimal(part)
+                    guard length == nil || length == value else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
+                    length = value
+                }
+            case 17 where field.name.equalsIgnoringASCIICase("Transfer-Encoding"):
+                // Only chunked, once: nothing else was asked for (no TE field goes out).
+                guard !chunked, field.value.strippingOWS().equalsIgnoringASCIICase("chunked") else {
+                    throw .malformedResponse("a transfer coding other than chunked")
+                }
+                chunked = true
+            default:
+                continue
+            }
+        }
         if isResponseToHEAD || status == 204 || status == 304 {
             state = .done
-            return
-        }
-        let codings = headers.filter { $0.name.equalsIgnoringASCIICase("Transfer-Encoding") }.map(\.value)
-        let lengths = headers.filter { $0.name.equalsIgnoringASCIICase("Content-Length") }
-            .flatMap { $0.value.split(separator: ",", omittingEmptySubsequences: false) }
-            .map { $0.strippingOWS() }
-        if !codings.isEmpty {
-            let joined = codings.joined(separator: ",").split(separator: ",").map { $0.strippingOWS() }
-            guard joined.count == 1, joined[0].equalsIgnoringASCIICase("chunked") else {
-                throw .malformedResponse("a transfer coding other than chunked")
-            }
-            if !lengths.isEmpty { allowsReuse = false } // both framings: chunked counts (RFC 9112 §6.3)
+        } else if chunked {
+            if length != nil { allowsReuse = false } // both framings: chunked counts (RFC 9112 §6.3)
             state = .chunkSize
-            return
-        }
-        if let first = lengths.first {
-            guard lengths.allSatisfy({ $0 == first }), !first.isEmpty, first.utf8.count <= 18,
-                  first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(first) else {
-                throw .malformedResponse("an invalid or ambiguous Content-Length")
-            }
+        } else if let length {
             declaredLength = length
             state = length == 0 ? .done : .fixed(remaining: length)
-            return
+        } else {
+            allowsReuse = false
+            state = .untilClose
         }
-        allowsReuse = false
-        state = .untilClose
     }
 
-    /// The head's lines without their line ends; a CR anywhere else is refused.
-    private static func lines(of bytes: [UInt8]) throws(HTTPClientError) -> [ArraySlice<UInt8>] {
-        var lines: [ArraySlice<UInt8>] = []
-        var start = 0
-        for (index, byte) in bytes.enumerated() where byte == 0x0A {
-            var end = index
-            if end > start && bytes[end - 1] == 0x0D { end -= 1 }
-            if end > start { lines.append(bytes[start..<end]) }
-            start = index + 1
+    /// A Content-Length value: digits only (around them, spaces and tabs).
+    private static func decimal(_ bytes: Substring.UTF8View.SubSequence) throws(HTTPClientError) -> Int {
+        var value = 0, digits = 0
+        for byte in bytes where byte != 0x20 && byte != 0x09 {
+            guard byte >= 0x30 && byte <= 0x39, digits < 18 else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
+            value = value * 10 + Int(byte - 0x30)
+            digits += 1
         }
-        for line in lines where line.contains(0x0D) { throw .malformedResponse("a bare CR in the response head") }
-        return lines
+        guard digits > 0 else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
+        return value
+    }
+
+    /// The status line and fields of a complete head (its lines end in LF or CRLF).
+    private static func parseHead(_ bytes: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (isHTTP11: Bool, status: Int, [(name: String, value: String)]) {
+        var fields: [(name: String, value: String)] = []
+        fields.reserveCapacity(16)
+        var status: (isHTTP11: Bool, code: Int)?
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+            let next = end + 1
+            if end > start && bytes[end - 1] == 0x0D { end -= 1 }
+            if end > start {
+                let line = UnsafeBufferPointer(rebasing: bytes[start..<end])
+                // No control characters but HTAB (a bare CR included).
+                guard line.allSatisfy({ $0 == 0x09 || $0 >= 0x20 && $0 != 0x7F }) else {
+                    throw .malformedResponse("control characters or a bare CR in the response head")
+                }
+                if status == nil { status = try statusLine(line) } else { try field(line, into: &fields) }
+            }
+            start = next
+        }
+        guard let status else { throw .malformedResponse("the response has no status line") }
+        return (status.isHTTP11, status.code, fields)
     }
 
     /// "HTTP/1.1 200 OK" → (true, 200).
-    private static func statusLine(_ line: ArraySlice<UInt8>) throws(HTTPClientError) -> (isHTTP11: Bool, status: Int) {
-        let bytes = Array(line)
+    private static func statusLine(_ bytes: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (isHTTP11: Bool, code: Int) {
         guard bytes.count >= 12, bytes.starts(with: "HTTP/1.".utf8), bytes[7] == 0x30 || bytes[7] == 0x31, bytes[8] == 0x20,
               bytes[9...11].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), bytes.count == 12 || bytes[12] == 0x20 else {
             throw .malformedResponse("the status line is not HTTP/1.x with a three-digit code")
         }
-        guard bytes[12...].allSatisfy({ $0 == 0x09 || $0 >= 0x20 && $0 != 0x7F }) else {
-            throw .malformedResponse("control characters in the status line")
-        }
-        let status = bytes[9...11].reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        guard status >= 100 else { throw .malformedResponse("the status code is below 100") }
-        return (bytes[7] == 0x31, status)
+        let code = bytes[9...11].reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        guard code >= 100 else { throw .malformedResponse("the status code is below 100") }
+        return (bytes[7] == 0x31, code)
     }
 
-    private static func fields(_ lines: [ArraySlice<UInt8>]) throws(HTTPClientError) -> [(name: String, value: String)] {
-        var fields: [(name: String, value: String)] = []
-        for line in lines {
-            guard line.allSatisfy({ $0 == 0x09 || $0 >= 0x20 && $0 != 0x7F }) else {
-                throw .malformedResponse("control characters in a response header")
-            }
-            if line.first == 0x20 || line.first == 0x09 { // obs-fold: the previous value goes on
-                guard !fields.isEmpty else { throw .malformedResponse("a continuation line before any header") }
-                let more = trimmed(line)
-                if !more.isEmpty { fields[fields.count - 1].value += (fields[fields.count - 1].value.isEmpty ? "" : " ") + more }
-                continue
-            }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-                  line[line.startIndex..<colon].allSatisfy(isTokenByte) else {
-                throw .malformedResponse("a response header name is not a token")
-            }
-            fields.append((name: String(decoding: line[line.startIndex..<colon], as: UTF8.self), value: trimmed(line[(colon + 1)...])))
+    /// One field line; an obs-fold line continues the previous value.
+    private static func field(_ line: UnsafeBufferPointer<UInt8>, into fields: inout [(name: String, value: String)]) throws(HTTPClientError) {
+        if line[0] == 0x20 || line[0] == 0x09 {
+            guard !fields.isEmpty else { throw .malformedResponse("a continuation line before any header") }
+            let more = trimmed(line[...])
+            if !more.isEmpty { fields[fields.count - 1].value += (fields[fields.count - 1].value.isEmpty ? "" : " ") + more }
+            return
         }
-        return fields
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0, line[..<colon].allSatisfy(isTokenByte) else {
+            throw .malformedResponse("a response header name is not a token")
+        }
+        fields.append((name: String(decoding: line[..<colon], as: UTF8.self), value: trimmed(line[(colon + 1)...])))
     }
 
-    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> String {
+    private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
         var start = bytes.startIndex, end = bytes.endIndex
         while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
         while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
         return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 
-    /// Whether the comma-separated values of `field` hold `token` (case-insensitive).
-    private static func hasToken(_ token: String, in headers: [(name: String, value: String)], field: String) -> Bool {
-        headers.contains { header in
-            header.name.equalsIgnoringASCIICase(field)
-                && header.value.split(separator: ",").contains { $0.strippingOWS().equalsIgnoringASCIICase(token) }
-        }
+    /// Whether the comma-separated `value` holds `token` (case-insensitive).
+    private static func hasToken(_ token: String, in value: String) -> Bool {
+        value.split(separator: ",").contains { $0.strippingOWS().equalsIgnoringASCIICase(token) }
     }
 
     // MARK: - Chunked framing

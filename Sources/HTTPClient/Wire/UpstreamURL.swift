@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import HTTPCore
 
 /// An `http` or `https` URL taken apart for one request: where the connection goes (scheme,
 /// host, port) and what the request line carries (the target, path and query as given).
@@ -21,22 +22,24 @@ struct UpstreamURL: Sendable, Equatable {
     /// The `Host` field's value: the host (IPv6 in brackets), with the port unless it is the
     /// scheme's default.
     var authority: String {
-        let name = host.contains(":") ? "[\(host)]" : host
+        let name = isIPv6 ? "[\(host)]" : host
         return port == (isSecure ? 443 : 80) ? name : "\(name):\(port)"
     }
 
     /// `host:port` (IPv6 in brackets), as a CONNECT request names its target.
-    var hostAndPort: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    var hostAndPort: String { (isIPv6 ? "[\(host)]" : host) + ":\(port)" }
+
+    private var isIPv6: Bool { host.utf8.contains(UInt8(ascii: ":")) }
 
     /// The target in absolute form, as a request through a plain-http proxy carries it.
     var absoluteTarget: String { (isSecure ? "https://" : "http://") + authority + target }
 
     init(_ text: String) throws(HTTPClientError) {
         var rest = Substring(text)
-        if rest.utf8.count >= 8, rest.prefix(8).lowercased() == "https://" {
+        if rest.utf8.count >= 8, String(rest.prefix(8)).equalsIgnoringASCIICase("https://") {
             isSecure = true
             rest = rest.dropFirst(8)
-        } else if rest.utf8.count >= 7, rest.prefix(7).lowercased() == "http://" {
+        } else if rest.utf8.count >= 7, String(rest.prefix(7)).equalsIgnoringASCIICase("http://") {
             isSecure = false
             rest = rest.dropFirst(7)
         } else {
@@ -53,7 +56,7 @@ struct UpstreamURL: Sendable, Equatable {
     }
 
     private static func parseAuthority(_ authority: Substring, isSecure: Bool) throws(HTTPClientError) -> (String, Int, Bool) {
-        guard !authority.contains("@") else { throw .invalidRequest("user information in URLs is not supported") }
+        guard !authority.utf8.contains(UInt8(ascii: "@")) else { throw .invalidRequest("user information in URLs is not supported") }
         var hostPart = authority
         var portPart: Substring?
         if authority.first == "[" {
@@ -80,7 +83,8 @@ struct UpstreamURL: Sendable, Equatable {
         guard !hostPart.isEmpty else { throw .invalidRequest("the URL has no host") }
         if authority.first == "[" { return (String(hostPart).lowercased(), port, true) }
         guard hostPart.utf8.allSatisfy(isHostNameByte) else { throw .invalidRequest("the URL's host name holds characters a host name cannot") }
-        return (hostPart.lowercased(), port, isAddress(hostPart, family: AF_INET))
+        let lowercased = hostPart.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? hostPart.lowercased() : String(hostPart)
+        return (lowercased, port, isAddress(hostPart, family: AF_INET))
     }
 
     private static func isHostNameByte(_ byte: UInt8) -> Bool {

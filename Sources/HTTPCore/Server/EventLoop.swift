@@ -17,7 +17,7 @@ import Synchronization
 /// therefore not block; an `await` that leaves (an actor, a continuation) comes back here.
 ///
 /// Other modules of the package put their own descriptors and timers on a loop (`watch`,
-/// `makeTimer`): the HTTP client runs libcurl on a loop without a server
+/// `makeTimer`): the HTTP client runs its connections on the server's loops, and on a loop without a server
 /// (`EventLoop(application: nil)`).
 package final class EventLoop: TaskExecutor, @unchecked Sendable {
     // @unchecked: `connections`, `handlers`, `timers`, `listener`, `local` and the timing
