@@ -212,7 +212,10 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
         guard phase == .open, let exchange else { return }
         if written < outbound.count {
             switch write() {
-            case .progress: break
+            case .progress:
+                // All sent just now: the answer cannot be here yet, epoll will say when it is
+                // (a read now would almost always find nothing: one system call wasted).
+                if written == outbound.count && !exchange.parser.hasReceivedAnything { return updateWatch() }
             case .closed, .failed:
                 // The upstream may have answered before it closed (413, say): read first.
                 written = outbound.count
@@ -311,8 +314,9 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     /// Stops reading for the exchange (its consumer is behind), or resumes.
     func updateWatch() {
         guard phase == .open, fd >= 0 else { return }
-        guard let exchange else { return watch(EPOLLIN.rawValue | EPOLLRDHUP.rawValue) } // idle: notice a close
-        var events: UInt32 = exchange.paused ? 0 : EPOLLIN.rawValue
+        // Idle or busy alike (no epoll_ctl between requests): readable, or closed by the upstream.
+        guard let exchange else { return watch(EPOLLIN.rawValue | EPOLLRDHUP.rawValue) }
+        var events: UInt32 = exchange.paused ? 0 : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
         if written < outbound.count || readWantsWrite { events |= EPOLLOUT.rawValue }
         watch(events)
     }
