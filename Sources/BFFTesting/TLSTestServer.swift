@@ -17,6 +17,7 @@ public final class TLSTestServer: Sendable {
     private let backendPort = Atomic(0)
     private let completed = Atomic(0)
     private let refused = Atomic(0)
+    private let resumed = Atomic(0)
     private let protocols = Mutex<[String]>([])
     private let names = Mutex<[String]>([])
 
@@ -25,6 +26,8 @@ public final class TLSTestServer: Sendable {
     public var completedHandshakes: Int { completed.load(ordering: .acquiring) }
     /// Handshakes that did not (the client refused the certificate, or went away).
     public var refusedHandshakes: Int { refused.load(ordering: .acquiring) }
+    /// Completed handshakes that resumed an earlier session (no certificate sent again).
+    public var resumedHandshakes: Int { resumed.load(ordering: .acquiring) }
     /// The application protocol each completed handshake agreed on (ALPN: "h2" when the
     /// client offered it, as HTTP/2-capable servers answer; else "http/1.1"; "" without ALPN).
     /// Only HTTP/1.1 is relayed meaningfully: the backends are HTTP/1.1 servers.
@@ -63,6 +66,7 @@ public final class TLSTestServer: Sendable {
             return
         }
         completed.add(1, ordering: .acquiringAndReleasing)
+        if SSL_session_reused(ssl) == 1 { resumed.add(1, ordering: .acquiringAndReleasing) }
         var selected: UnsafePointer<UInt8>?
         var length: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &selected, &length)

@@ -172,7 +172,7 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     private func secure() {
         guard url.isSecure else { return ready() }
         do {
-            tls = try owner.tls.makeSession(fd: fd, host: url.host, isIPAddress: url.isIPAddress)
+            tls = try owner.tls.makeSession(fd: fd, host: url.host, isIPAddress: url.isIPAddress, key: url.hostAndPort)
         } catch {
             return fail(error)
         }
@@ -291,6 +291,9 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     }
 
     private func complete(_ exchange: Exchange, reusable: Bool) {
+        if let tls, requestsStarted == 1, !tls.isResumed {
+            owner.tls.remember(tls, for: url.hostAndPort) // its ticket has come with the answer, if at all
+        }
         self.exchange = nil
         exchange.finish(.success(()))
         owner.exchangeCompleted(exchange, on: self, reusable: reusable)

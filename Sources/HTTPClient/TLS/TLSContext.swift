@@ -1,17 +1,28 @@
 internal import CLibSSL
+import Synchronization
 
 /// One OpenSSL client context (`SSL_CTX`) for a client's https connections: TLS 1.2 or
 /// newer, ALPN offering HTTP/1.1 only, and, unless verification is off, certificates checked
 /// against the system's CA store (or one PEM file in its place) and host names checked
-/// against the certificate (`TLSSession`).
+/// against the certificate (`TLSSession`). The last resumable session of each host and port
+/// is kept, so that a new connection to an upstream that closes connections often resumes
+/// instead of doing a full handshake.
 ///
 /// OpenSSL allows `SSL_new` on a context from any thread once it is set up; nothing changes
-/// it afterwards. Hence `@unchecked Sendable`.
+/// it afterwards; the sessions sit behind a mutex. Hence `@unchecked Sendable`.
 final class TLSContext: @unchecked Sendable {
     /// The context, or why there is none (an unreadable CA file, say): then every https
     /// request fails with that TLS error.
     private let context: Result<OpaquePointer, HTTPClientError>
     let verifies: Bool
+    private let sessions = Mutex<[String: SavedSession]>([:])
+
+    /// A session to resume (`SSL_SESSION *`), freed when no longer kept.
+    private final class SavedSession: @unchecked Sendable {
+        let pointer: OpaquePointer
+        init(takingOwnershipOf pointer: OpaquePointer) { self.pointer = pointer }
+        deinit { SSL_SESSION_free(pointer) }
+    }
 
     /// The method table of the socket BIO that never raises SIGPIPE, made once per process
     /// and never changed or freed.
@@ -56,8 +67,9 @@ final class TLSContext: @unchecked Sendable {
     }
 
     /// A TLS session over connected socket `fd` for `host` (its name goes in SNI and must be
-    /// the certificate's; an address must be in the certificate's IP entries).
-    func makeSession(fd: Int32, host: String, isIPAddress: Bool) throws(HTTPClientError) -> TLSSession {
+    /// the certificate's; an address must be in the certificate's IP entries), resuming the
+    /// session kept for `key` (host and port) if there is one.
+    func makeSession(fd: Int32, host: String, isIPAddress: Bool, key: String) throws(HTTPClientError) -> TLSSession {
         let context = try self.context.get()
         ERR_clear_error()
         guard let method = TLSContext.socketMethod.pointer, let ssl = SSL_new(context) else { throw .tls("SSL_new failed: \(openSSLErrors())") }
@@ -73,8 +85,19 @@ final class TLSContext: @unchecked Sendable {
                                  : { SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS)); return SSL_set1_host(ssl, host) }()
             guard ok == 1 else { throw .tls("cannot set the host name to verify: \(openSSLErrors())") }
         }
+        if let saved = sessions.withLock({ $0[key] }) { SSL_set_session(ssl, saved.pointer) } // takes its own reference
         SSL_set_connect_state(ssl)
         return session
+    }
+}
+
+extension TLSContext {
+    /// Keeps `session`'s resumable state for the next connection to `key`.
+    func remember(_ session: TLSSession, for key: String) {
+        guard let pointer = session.resumableState() else { return }
+        let saved = SavedSession(takingOwnershipOf: pointer)
+        let previous = sessions.withLock { $0.updateValue(saved, forKey: key) }
+        _ = previous // freed here, outside the lock
     }
 }
 

@@ -55,6 +55,20 @@ final class TLSSession {
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
 
+    /// The session with what resuming it needs (a TLS 1.3 ticket arrives after the
+    /// handshake), owned by the caller; nil when it cannot be resumed.
+    func resumableState() -> OpaquePointer? {
+        guard let state = SSL_get1_session(ssl) else { return nil }
+        guard SSL_SESSION_is_resumable(state) == 1 else {
+            SSL_SESSION_free(state)
+            return nil
+        }
+        return state
+    }
+
+    /// Whether the handshake resumed an earlier session.
+    var isResumed: Bool { SSL_session_reused(ssl) == 1 }
+
     /// Whether OpenSSL holds bytes already read from the socket (epoll cannot tell).
     var hasBufferedInput: Bool { SSL_has_pending(ssl) == 1 }
 
