@@ -1,0 +1,327 @@
+import BFFTesting
+import Foundation
+import HTTPClient
+import HTTPCore
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Connections over real sockets: kept-alive connections the upstream closes without a word,
+/// upstreams that never answer, plain-http proxies, TLS cut short, and writes to a closed
+/// connection.
+@Suite("HTTPClient: connections")
+struct HTTPClientConnectionTests {
+    static let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    // MARK: - Kept-alive connections the upstream closes
+
+    /// The upstream closes each connection right after its first response, without
+    /// `Connection: close` (as servers and load balancers with a keep-alive limit of one do).
+    @Test func connectionClosedAfterItsFirstResponseWithoutNotice() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write(Self.ok)
+        } // the script returns and the connection closes
+        let client = HTTPClient()
+        for i in 0..<3 {
+            let response = try await client.execute(HTTPClientRequest(url: server.baseURL + "/get/\(i)"))
+            #expect(response.body == Array("ok".utf8))
+        }
+        // A POST may fail here (if it went out on the closed connection), but never goes twice.
+        let post = try? await client.execute(HTTPClientRequest(method: "POST", url: server.baseURL + "/post", body: Array("x".utf8)))
+        #expect(post == nil || post?.status == 200)
+        #expect(server.requests.filter { $0.method == "POST" }.count <= 1)
+    }
+
+    /// The upstream reads the second request on a kept-alive connection, then closes it
+    /// without answering: the race a client reusing a connection cannot avoid. A GET goes
+    /// again on a fresh connection, once; a POST (not idempotent) fails and is never resent.
+    @Test(arguments: ["GET", "POST"])
+    func reusedConnectionClosedAfterReadingTheRequest(method: String) async throws {
+        let connections = Numbering()
+        let server = try ScriptedServer { connection in
+            let isFirst = connections.next() == 0
+            guard connection.readRequest() != nil else { return }
+            if isFirst {
+                connection.write(Self.ok)
+                _ = connection.readRequest() // then closes without answering
+            } else {
+                connection.write(Self.ok)
+            }
+        }
+        let client = HTTPClient()
+        #expect(try await client.execute(HTTPClientRequest(url: server.baseURL + "/first")).status == 200)
+        let second = HTTPClientRequest(method: method, url: server.baseURL + "/second", body: method == "POST" ? Array("x".utf8) : nil)
+        if method == "GET" {
+            let response = try await client.execute(second)
+            #expect(response.body == Array("ok".utf8))
+            #expect(server.requests.filter { $0.target == "/second" }.count == 2)
+            #expect(server.connectionCount == 2)
+        } else {
+            let error = await #expect(throws: HTTPClientError.self) { try await client.execute(second) }
+            #expect(error?.failure == "malformed response", "\(String(reflecting: error))")
+            #expect(server.requests.filter { $0.target == "/second" }.count == 1)
+            #expect(server.connectionCount == 1)
+        }
+    }
+
+    /// An upstream that reads each request and closes without answering: the request fails
+    /// as a malformed (empty) response, at once, not after a timeout, and is sent at most
+    /// twice (once more only when a reused connection might have been closed just then).
+    @Test func upstreamClosingWithoutAnsweringFailsWithoutRetryingForever() async throws {
+        let connections = Numbering()
+        let server = try ScriptedServer { connection in
+            if connections.next() == 0 { // the first connection answers its first request
+                guard connection.readRequest() != nil else { return }
+                connection.write(Self.ok)
+            }
+            _ = connection.readRequest() // then closes without answering
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.readTimeout = .seconds(60) // a client waiting for an answer would time out instead
+        let client = HTTPClient(configuration: configuration)
+        #expect(try await client.execute(HTTPClientRequest(url: server.baseURL + "/first")).status == 200)
+
+        let onReused = await #expect(throws: HTTPClientError.self) {
+            try await client.execute(HTTPClientRequest(url: server.baseURL + "/reused"))
+        }
+        #expect(onReused?.failure == "malformed response", "\(String(reflecting: onReused))")
+        #expect((1...2).contains(server.requests.filter { $0.target == "/reused" }.count))
+
+        let onFresh = await #expect(throws: HTTPClientError.self) {
+            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: server.baseURL + "/fresh"))
+        }
+        #expect(onFresh?.failure == "malformed response", "\(String(reflecting: onFresh))")
+        #expect(server.requests.filter { $0.target == "/fresh" }.count == 1)
+    }
+
+    // MARK: - Proxies
+
+    @Test func plainHTTPGoesToTheProxyInAbsoluteFormWithItsCredentials() async throws {
+        let proxy = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nproxied!" }
+        let upstreamPort = try LoopbackSocket.unusedPort() // nothing listens there: only the proxy can answer
+        var configuration = HTTPClient.Configuration()
+        configuration.proxy = "http://user:p%40ss@127.0.0.1:\(proxy.port)"
+        let client = HTTPClient(configuration: configuration)
+        let response = try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(upstreamPort)/fhir/Patient?_id=1"))
+        #expect(response.body == Array("proxied!".utf8))
+        let seen = try #require(proxy.requests.first)
+        #expect(seen.method == "GET")
+        #expect(seen.target == "http://127.0.0.1:\(upstreamPort)/fhir/Patient?_id=1")
+        #expect(seen.header("Host") == "127.0.0.1:\(upstreamPort)")
+        #expect(seen.header("Proxy-Authorization") == "Basic " + Data("user:p@ss".utf8).base64EncodedString())
+
+        configuration.proxy = "http://127.0.0.1:\(proxy.port)"
+        _ = try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: "http://127.0.0.1:\(upstreamPort)/"))
+        #expect(proxy.requests.count == 2)
+        #expect(proxy.requests.last?.target == "http://127.0.0.1:\(upstreamPort)/")
+        #expect(proxy.requests.last?.header("Proxy-Authorization") == nil)
+    }
+
+    /// For https the credentials go in the CONNECT, to the proxy; a refused tunnel fails the
+    /// request as a connect failure.
+    @Test func httpsGoesThroughAConnectCarryingTheCredentials() async throws {
+        let proxy = try ScriptedServer.responding { _ in "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n" }
+        var configuration = HTTPClient.Configuration()
+        configuration.proxy = "http://user:secret@127.0.0.1:\(proxy.port)"
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: "https://fhir.example.org/Patient"))
+        }
+        #expect(error?.isConnectFailure == true, "\(String(reflecting: error))")
+        let seen = try #require(proxy.requests.first)
+        #expect(seen.method == "CONNECT")
+        #expect(seen.target == "fhir.example.org:443")
+        #expect(seen.header("Proxy-Authorization") == "Basic " + Data("user:secret".utf8).base64EncodedString())
+    }
+
+    @Test(arguments: ["socks5://127.0.0.1:1080", "https://127.0.0.1:3128"])
+    func unsupportedProxyFailsAndNothingIsSent(proxy: String) async throws {
+        let server = try ScriptedServer.responding { _ in Self.ok }
+        var configuration = HTTPClient.Configuration()
+        configuration.proxy = proxy
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: server.baseURL + "/"))
+        }
+        #expect(error?.isConnectFailure == true)
+        #expect(server.connectionCount == 0) // no fallback to a direct connection
+    }
+
+    // MARK: - TLS
+
+    /// A body only the end of the connection delimits is complete when TLS ends with
+    /// close_notify, and truncated when the TCP connection ends without it (someone on the
+    /// path could have cut it).
+    @Test func closeDelimitedBodyOverTLSNeedsCloseNotify() async throws {
+        let backend = try ScriptedServer { connection in
+            guard let request = connection.readRequest() else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+            connection.write([UInt8](repeating: UInt8(ascii: "a"), count: request.target == "/cut" ? 32 << 20 : 10))
+        } // then the script returns: the TLS server sees the end and sends close_notify
+        let tls = try TLSTestServer(identity: TestCertificates.localhost)
+        tls.forward(to: backend.port)
+        var configuration = HTTPClient.Configuration()
+        configuration.caCertificatesFile = try TestCertificates.caFile()
+        let client = HTTPClient(configuration: configuration)
+
+        let whole = try await client.execute(HTTPClientRequest(url: "https://localhost:\(tls.port)/whole"))
+        #expect(whole.body == [UInt8](repeating: UInt8(ascii: "a"), count: 10))
+
+        let cut = try await client.stream(HTTPClientRequest(url: "https://localhost:\(tls.port)/cut"))
+        #expect(cut.status == 200)
+        // Nobody reads the body yet: the client stops reading once 1 MiB waits, and the TLS
+        // server's relay blocks writing to it. Then the TLS server's connections end with
+        // TCP shutdowns; the relay, stuck in its write, can send no close_notify. (Were it
+        // idle instead, the backend's side ending first would let it send one.)
+        try await Task.sleep(for: .seconds(1))
+        try tls.present(TestCertificates.localhost)
+        let error = await #expect(throws: HTTPClientError.self) { try await cut.body.collect() }
+        #expect(error?.isTruncated == true, "\(String(reflecting: error))")
+    }
+
+    // MARK: - SIGPIPE
+
+    /// Writing to a connection the upstream has closed raises SIGPIPE unless the writer asks
+    /// not to (MSG_NOSIGNAL, or the TLS BIO's own send); by default SIGPIPE ends the process.
+    ///
+    /// The test process ignores SIGPIPE (TLSTestServer and ConnectProxy set SIG_IGN for the
+    /// tests' own servers), which would hide a client that raises it; and restoring SIG_DFL
+    /// could kill the whole test run through those servers' writes. So a handler counts the
+    /// SIGPIPEs raised on one watched thread instead, harmless for every other thread: an
+    /// event loop of the test's own, on which the client runs the requests made from it (as
+    /// it does for a server's request handlers). A probe raises one there first, to show the
+    /// watch works; an attempt during which SIG_IGN came back (another test starting one of
+    /// those servers) proves nothing and is run again.
+    @Test func writingToAClosedConnectionRaisesNoSIGPIPE() async throws {
+        let loop = try EventLoop(application: nil)
+        loop.start(name: "test-loop")
+        defer { loop.execute { loop.stop() } }
+        await withCheckedContinuation { done in
+            loop.execute {
+                PipeSignals.watchThisThread()
+                done.resume()
+            }
+        }
+        for _ in 0..<5 {
+            guard PipeSignals.install() else { continue }
+            let before = PipeSignals.count
+            await withCheckedContinuation { done in
+                loop.execute {
+                    PipeSignals.raiseHere()
+                    done.resume()
+                }
+            }
+            let probed = PipeSignals.count
+            try await largePOSTToAConnectionClosedUnderIt(from: loop)
+            let after = PipeSignals.count
+            guard PipeSignals.isInstalled else { continue } // SIG_IGN came back meanwhile: inconclusive
+            #expect(probed == before + 1, "the SIGPIPE watch does not work: the test proves nothing")
+            #expect(after == probed, "the client raised SIGPIPE")
+            return
+        }
+        Issue.record("SIGPIPE was set to SIG_IGN during every attempt: nothing was checked")
+    }
+
+    /// A large POST queued behind a GET, on a connection the server closes as it answers
+    /// the GET (the answer and the FIN in one segment, so the POST goes out after both): its
+    /// first send() draws the peer's reset, its second fails with EPIPE, the case that raises
+    /// SIGPIPE. Later connections close at once. Both requests are made from `loop`, so the
+    /// client does their I/O on that thread.
+    private func largePOSTToAConnectionClosedUnderIt(from loop: EventLoop) async throws {
+        let getArrived = Gate()
+        let answerGET = Gate()
+        let connections = Numbering()
+        let server = try ScriptedServer { connection in
+            guard connections.next() == 0, connection.readRequest() != nil else { return }
+            getArrived.open()
+            _ = answerGET.wait(seconds: 60)
+            var cork: Int32 = 1 // held back until the close, and sent with its FIN
+            setsockopt(connection.fd, Int32(IPPROTO_TCP), TCP_CORK, &cork, socklen_t(MemoryLayout<Int32>.size))
+            connection.write(Self.ok)
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 1 // the POST waits for the GET's connection
+        let client = HTTPClient(configuration: configuration)
+        let get = Task(executorPreference: loop) { try await client.execute(HTTPClientRequest(url: server.baseURL + "/get")) }
+        #expect(await getArrived.opened(within: 60))
+        let post = Task(executorPreference: loop) {
+            try await client.execute(HTTPClientRequest(method: "POST", url: server.baseURL + "/upload",
+                                                       body: [UInt8](repeating: 0x61, count: 8 << 20)))
+        }
+        // Time for the POST to queue behind the GET (if it comes later, it goes on a fresh
+        // connection, which the server closes at once: the same failure, a weaker test).
+        try await Task.sleep(for: .milliseconds(300))
+        answerGET.open()
+        #expect(try await get.value.body == Array("ok".utf8))
+        await #expect(throws: HTTPClientError.self) { try await post.value }
+        #expect(!server.requests.contains { $0.method == "POST" })
+    }
+}
+
+/// A number handed out once each (connection 0, 1, ...), shared with script threads.
+final class Numbering: Sendable {
+    private let value = Atomic(0)
+    func next() -> Int { value.add(1, ordering: .acquiringAndReleasing).oldValue }
+}
+
+/// SIGPIPEs raised on threads named "sigpipe-watch", counted by a signal handler.
+enum PipeSignals {
+    static var count: Int { watchedPipeSignals.load(ordering: .acquiring) }
+
+    /// Installs the counting handler in place of whatever SIGPIPE does now (SIG_IGN, as a
+    /// rule). It is left in place: it does what SIG_IGN does, and counts.
+    static func install() -> Bool {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = countingHandler
+        action.sa_flags = SA_RESTART
+        sigemptyset(&action.sa_mask)
+        return sigaction(SIGPIPE, &action, nil) == 0
+    }
+
+    /// Whether the counting handler is still the one in place.
+    static var isInstalled: Bool {
+        var current = sigaction()
+        guard sigaction(SIGPIPE, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler else { return false }
+        return unsafeBitCast(handler, to: UnsafeRawPointer.self) == unsafeBitCast(countingHandler, to: UnsafeRawPointer.self)
+    }
+
+    /// Names the calling thread "sigpipe-watch": its SIGPIPEs are counted.
+    static func watchThisThread() {
+        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        _ = write(fd, "sigpipe-watch", 13)
+        close(fd)
+    }
+
+    /// Raises SIGPIPE on the calling thread, as a write without MSG_NOSIGNAL to a socket
+    /// whose peer has gone does.
+    static func raiseHere() {
+        var pair: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else { return }
+        close(pair[1])
+        var byte: UInt8 = 0
+        _ = write(pair[0], &byte, 1) // EPIPE, and SIGPIPE
+        close(pair[0])
+    }
+}
+
+private let watchedPipeSignals = Atomic(0)
+
+/// Counts a SIGPIPE when the thread it was raised on is named "sigpipe-watch". Only
+/// async-signal-safe calls: the name is read from /proc into the stack.
+private let countingHandler: @convention(c) (Int32) -> Void = { _ in
+    let savedErrno = errno
+    defer { errno = savedErrno }
+    let path: StaticString = "/proc/thread-self/comm"
+    let fd = open(UnsafeRawPointer(path.utf8Start).assumingMemoryBound(to: CChar.self), O_RDONLY)
+    guard fd >= 0 else { return }
+    var name: (UInt64, UInt64) = (0, 0)
+    let n = withUnsafeMutableBytes(of: &name) { read(fd, $0.baseAddress, 16) }
+    close(fd)
+    let expected: StaticString = "sigpipe-watch\n"
+    guard n == expected.utf8CodeUnitCount else { return }
+    let matches = withUnsafeBytes(of: &name) { buffer in
+        (0..<expected.utf8CodeUnitCount).allSatisfy { buffer[$0] == expected.utf8Start[$0] }
+    }
+    if matches { watchedPipeSignals.add(1, ordering: .relaxed) }
+}
