@@ -14,4 +14,8 @@ static inline int bff_accept4(int fd, int flags) { return accept4(fd, (struct so
 /* glibc 2.34+: the child closes every descriptor from `from` on. Not in Glibc's module. */
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
 static inline int bff_spawn_close_from(posix_spawn_file_actions_t *actions, int from) { return posix_spawn_file_actions_addclosefrom_np(actions, from); }
+/* The calling thread's name as `top -H` and /proc show it (at most 15 bytes); prctl is
+   variadic, which Swift cannot call. */
+#include <sys/prctl.h>
+static inline void bff_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 #endif

@@ -128,6 +128,9 @@ struct ResponseParserTests {
               response: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the connection ends",
               expected: Parsed(status: 200, headers: ["Content-Type: text/plain"], body: "until the connection ends",
                                endedByItsFraming: false, allowsReuse: false)),
+        Valid(name: "ten interim responses, the most allowed",
+              response: String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 10) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+              expected: Parsed(status: 200, headers: ["Content-Length: 2"], body: "ok")),
         Valid(name: "interim 100 and 103 before the 200",
               response: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
                   + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
@@ -190,6 +193,8 @@ struct ResponseParserTests {
         Malformed(name: "four-digit status", response: "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "status below 100", response: "HTTP/1.1 099 Odd\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "101 never asked for", response: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                  + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        Malformed(name: "eleven interim responses", response: String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 11)
                   + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "differing Content-Length fields", response: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"),
         Malformed(name: "differing Content-Length values in one field", response: "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello!"),

@@ -14,8 +14,8 @@ import HTTPCore
 /// - several `Content-Length` values must agree and be plain digits.
 ///
 /// Tolerated, as RFC 9112 allows a recipient: LF alone ending a line, and obs-fold lines
-/// (joined to the previous value with a space). Interim 1xx responses are skipped, except
-/// 101, which was never asked for. Responses to HEAD, and 204 and 304, have no body.
+/// (joined to the previous value with a space). Interim 1xx responses are skipped (ten at
+/// most), except 101, which was never asked for. Responses to HEAD, and 204 and 304, have no body.
 struct ResponseParser {
     /// The final response head.
     struct Head {
@@ -38,6 +38,9 @@ struct ResponseParser {
     static let maxHeadBytes = 64 * 1024
     /// Largest chunk-size line (extensions included).
     static let maxChunkLineBytes = 4096
+    /// Most interim (1xx) responses before the final one: each resets the read timeout, so
+    /// without a bound an upstream could hold a request open for ever.
+    static let maxInterimResponses = 10
 
     private let isResponseToHEAD: Bool
     private var state = State.head
@@ -45,6 +48,7 @@ struct ResponseParser {
     private var lineStart = 0
     private var line: [UInt8] = []
     private var trailerBytes = 0
+    private var interimResponses = 0
 
     /// The final head, once it is complete.
     private(set) var head: Head?
@@ -154,6 +158,8 @@ struct ResponseParser {
         lineStart = 0
         if status < 200 {
             guard status != 101 else { throw .malformedResponse("the upstream switched protocols unasked") }
+            interimResponses += 1
+            guard interimResponses <= ResponseParser.maxInterimResponses else { throw .malformedResponse("too many interim responses") }
             return // an interim response: the final one follows
         }
         head = Head(status: status, headers: headers)

@@ -75,7 +75,10 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     package func start(name: String) {
         // The thread holds the loop until `run` returns; the loop does not hold the thread
         // (that cycle kept every stopped loop, its epoll set and buffers, forever).
-        let thread = Thread { [self] in run() }
+        let thread = Thread { [self] in
+            bff_set_thread_name(name) // Thread.name does not reach the OS on Linux
+            run()
+        }
         thread.name = name
         thread.stackSize = 1 << 20
         thread.start()
