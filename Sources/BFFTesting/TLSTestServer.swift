@@ -15,6 +15,7 @@ public final class TLSTestServer: Sendable {
     private let listener: ThreadedListener
     private let context: Mutex<SSLContext>
     private let backendPort = Atomic(0)
+    private let recordLimit = Atomic(16_384)
     private let completed = Atomic(0)
     private let refused = Atomic(0)
     private let resumed = Atomic(0)
@@ -45,6 +46,10 @@ public final class TLSTestServer: Sendable {
 
     /// From now on, connections go on to `port` on 127.0.0.1.
     public func forward(to port: Int) { backendPort.store(port, ordering: .releasing) }
+
+    /// From now on, what the backend sends goes out in TLS records of at most `bytes` bytes,
+    /// written back to back (so that a client finds several in its socket at once).
+    public func limitRecords(to bytes: Int) { recordLimit.store(max(1, bytes), ordering: .releasing) }
 
     /// Handshakes from now on present `identity`; open connections end (so that clients
     /// must make new ones).
@@ -97,8 +102,13 @@ public final class TLSTestServer: Sendable {
             if fds[1].revents != 0 {
                 let n = buffer.withUnsafeMutableBytes { recv(backend, $0.baseAddress, $0.count, 0) }
                 guard n > 0 else { return }
-                let written = buffer.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32(n)) }
-                guard written == Int32(n) else { return }
+                var offset = 0
+                while offset < n {
+                    let size = min(n - offset, recordLimit.load(ordering: .acquiring))
+                    let written = buffer.withUnsafeBytes { SSL_write(ssl, $0.baseAddress! + offset, Int32(size)) }
+                    guard written == Int32(size) else { return }
+                    offset += size
+                }
             }
             fds[0].revents = 0
             fds[1].revents = 0

@@ -36,6 +36,9 @@ static inline int bff_ssl_ctx_set_min_tls12(SSL_CTX *ctx) { return (int)SSL_CTX_
 static inline void bff_ssl_ctx_set_write_modes(SSL_CTX *ctx) {
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 }
+/* Read ahead: one recv takes what the socket has (several records), instead of two per
+   record (its header, then its body). SSL_has_pending tells when bytes wait in OpenSSL. */
+static inline void bff_ssl_ctx_set_read_ahead(SSL_CTX *ctx) { SSL_CTX_set_read_ahead(ctx, 1); }
 /* SNI: the host name in the ClientHello. */
 static inline int bff_ssl_set_server_name(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
 

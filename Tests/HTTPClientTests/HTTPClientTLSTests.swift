@@ -120,6 +120,26 @@ struct HTTPClientTLSTests {
         #expect(impostor.backend.requests.isEmpty)
     }
 
+    @Test("bytes after a response, in a TLS record of their own read ahead with it: the connection is not used again")
+    func bytesReadAheadAfterTheResponseAreNotTakenForTheNextAnswer() async throws {
+        let stale = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"
+        let backend = try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                // The answer, and then what nobody asked for, in one write.
+                connection.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n" + String(request.target.suffix(5)) + stale)
+            }
+        }
+        let tls = try TLSTestServer(identity: TestCertificates.localhost)
+        tls.forward(to: backend.port)
+        tls.limitRecords(to: 43) // the answer alone in the first record, the rest in the next ones
+        let client = try Self.clientTrustingTestCA()
+        for id in ["first", "again"] {
+            let response = try await client.execute(HTTPClientRequest(url: "https://localhost:\(tls.port)/id/\(id)"))
+            #expect(response.body == Array(id.utf8)) // never the stale bytes
+        }
+        #expect(backend.connectionCount == 2)
+    }
+
     @Test("HTTP/1.1 even to a server that offers HTTP/2, as most EHR front doors do")
     func http11EvenWhenHTTP2IsOffered() async throws {
         let upstream = try Upstream(TestCertificates.localhost) // ALPN: h2 preferred, http/1.1 too

@@ -245,7 +245,10 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
                 }
                 exchange.deadline = owner.loop.now + owner.readTimeout
                 if exchange.parser.isComplete {
-                    complete(exchange, reusable: used == n && exchange.parser.allowsReuse && written == outbound.count)
+                    // Bytes after the response (in this read, or already read ahead by
+                    // OpenSSL, where epoll cannot see them) were never asked for: no reuse.
+                    let extra = used < n || (tls?.hasBufferedInput ?? false)
+                    complete(exchange, reusable: !extra && exchange.parser.allowsReuse && written == outbound.count)
                     return false
                 }
                 if exchange.paused { break }

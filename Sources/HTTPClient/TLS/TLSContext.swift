@@ -45,6 +45,7 @@ final class TLSContext: @unchecked Sendable {
         defer { if !ready { SSL_CTX_free(context) } }
         guard bff_ssl_ctx_set_min_tls12(context) == 1 else { return .failure(.tls("cannot require TLS 1.2: \(openSSLErrors())")) }
         bff_ssl_ctx_set_write_modes(context)
+        bff_ssl_ctx_set_read_ahead(context)
         let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
         guard SSL_CTX_set_alpn_protos(context, alpn, UInt32(alpn.count)) == 0 else { return .failure(.tls("cannot set ALPN")) }
         if verify {
