@@ -39,6 +39,8 @@ static inline void bff_ssl_ctx_set_write_modes(SSL_CTX *ctx) {
 /* Read ahead: one recv takes what the socket has (several records), instead of two per
    record (its header, then its body). SSL_has_pending tells when bytes wait in OpenSSL. */
 static inline void bff_ssl_ctx_set_read_ahead(SSL_CTX *ctx) { SSL_CTX_set_read_ahead(ctx, 1); }
+/* No TLS 1.2 renegotiation (a write could then have to wait for reads). SSL_OP_* are macros. */
+static inline void bff_ssl_ctx_refuse_renegotiation(SSL_CTX *ctx) { SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION); }
 /* SNI: the host name in the ClientHello. */
 static inline int bff_ssl_set_server_name(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
 

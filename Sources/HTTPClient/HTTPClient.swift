@@ -140,8 +140,8 @@ public final class HTTPClient: Sendable {
         // Only this loop's thread makes its client, so no other can have added one meanwhile.
         let made = ClientLoop(loop: current, configuration: configuration,
                               maxConnectionsPerHost: max(1, configuration.maxConnectionsPerHost / current.groupSize), shared: shared)
-        current.whenStopped { [weak self] in // its pooled connections go with the loop
-            made.close()
+        current.whenStopped { [weak self, weak made] in // its pooled connections go with the loop
+            made?.close()
             self?.loopClients.withLock { $0[key] = nil } // and the loop itself can go
         }
         loopClients.withLock { $0[key] = made }

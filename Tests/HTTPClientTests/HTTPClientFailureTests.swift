@@ -98,6 +98,23 @@ struct HTTPClientFailureTests {
         #expect(error?.isTruncated == true)
     }
 
+    /// A body that only the connection's end delimits is whole only when the connection ends
+    /// cleanly (FIN); a reset cuts it short.
+    @Test(arguments: Mode.allCases)
+    func closeDelimitedBodyCutByAResetIsTruncated(mode: Mode) async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npart of it")
+            Thread.sleep(forTimeInterval: 0.2) // the client has read what came
+            var reset = linger(l_onoff: 1, l_linger: 0) // close now sends RST, not FIN
+            setsockopt(connection.fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+        }
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await Self.run(HTTPClient(), HTTPClientRequest(url: server.baseURL + "/"), mode)
+        }
+        #expect(error?.isTruncated == true, "\(String(reflecting: error))")
+    }
+
     @Test func closeDelimitedBodyEndsCleanly() async throws {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }

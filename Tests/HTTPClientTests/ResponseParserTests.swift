@@ -199,6 +199,7 @@ struct ResponseParserTests {
         Malformed(name: "differing Content-Length fields", response: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"),
         Malformed(name: "differing Content-Length values in one field", response: "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello!"),
         Malformed(name: "Content-Length: +5", response: "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello"),
+        Malformed(name: "Content-Length: 1 2 (whitespace between digits)", response: "HTTP/1.1 200 OK\r\nContent-Length: 1 2\r\n\r\nhello world!"),
         Malformed(name: "Content-Length: 5x", response: "HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello"),
         Malformed(name: "Content-Length: -1", response: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
         Malformed(name: "empty Content-Length", response: "HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n"),

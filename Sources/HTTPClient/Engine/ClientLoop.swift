@@ -141,7 +141,14 @@ final class ClientLoop: @unchecked Sendable {
         var next: HostPool? = pool
         while let pool = next {
             while let exchange = pool.waiting.first, !closed {
-                if let connection = pool.idle.popLast() {
+                // A retry goes on a new connection when it can: others may be as stale.
+                let preferNew = exchange.retried && pool.open < maxConnectionsPerHost
+                if !preferNew, let connection = pool.idle.popLast() {
+                    guard connection.hasNothingUnread() else {
+                        connection.close()
+                        pool.open -= 1
+                        continue
+                    }
                     pool.waiting.removeFirst()
                     start(exchange, on: connection)
                 } else if pool.open < maxConnectionsPerHost {
@@ -262,6 +269,7 @@ final class ClientLoop: @unchecked Sendable {
                 }
             }
         }
-        if next < .infinity { timer.deadline = next }
+        // Something armed during the sweep (a connection given to a waiting exchange) may be due sooner.
+        if next < .infinity { timer.deadline = min(timer.deadline ?? .infinity, next) }
     }
 }

@@ -30,8 +30,9 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     private var outbound: [UInt8] = []
     private var written = 0
     private var tunnelReply: [UInt8] = []
-    /// A TLS read needs the socket writable first (renegotiation).
+    /// A TLS read needs the socket writable first, or a write needs it readable.
     private var readWantsWrite = false
+    private var writeWantsRead = false
     /// What epoll watches for now (0: not watched).
     private var watched: UInt32 = 0
     /// Requests started on this connection.
@@ -113,6 +114,16 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+        if error == 0 {
+            // Connected, or still connecting: an event meant for an earlier socket with the
+            // same number (closed and reused within one epoll batch) can arrive here.
+            var peer = sockaddr_storage()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let connectedNow = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &peerLength) }
+            } == 0
+            guard connectedNow else { return } // EPOLLOUT comes when it is done
+        }
         guard error == 0 else {
             lastConnectError = String(cString: strerror(error))
             closeSocket()
@@ -280,10 +291,11 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
             return
         }
         do throws(HTTPClientError) {
-            if tls != nil && !cleanly && exchange.parser.isDelimitedByClose {
-                // A body that only the end of the connection delimits, cut off without TLS's
-                // close_notify: someone on the path could have ended it early.
-                throw HTTPClientError.truncated("the TLS connection ended without close_notify")
+            if !cleanly && exchange.parser.isDelimitedByClose {
+                // A body that only the end of the connection delimits, cut off by a reset or
+                // without TLS's close_notify: it may have been ended early.
+                throw HTTPClientError.truncated(tls != nil ? "the TLS connection ended without close_notify"
+                                                           : "the connection was reset before the end of the body")
             }
             try exchange.finishAtEnd()
         } catch {
@@ -322,8 +334,8 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
         guard phase == .open, fd >= 0 else { return }
         // Idle or busy alike (no epoll_ctl between requests): readable, or closed by the upstream.
         guard let exchange else { return watch(EPOLLIN.rawValue | EPOLLRDHUP.rawValue) }
-        var events: UInt32 = exchange.paused ? 0 : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
-        if written < outbound.count || readWantsWrite { events |= EPOLLOUT.rawValue }
+        var events: UInt32 = exchange.paused && !writeWantsRead ? 0 : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        if written < outbound.count && !writeWantsRead || readWantsWrite { events |= EPOLLOUT.rawValue }
         watch(events)
     }
 
@@ -351,9 +363,28 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     /// Something happened on an idle connection: a TLS session ticket (read and kept), or the
     /// upstream closing it (or sending what nobody asked for): then it goes.
     private func idleEvent() {
-        if case .wouldBlock = receive(into: owner.scratch) { return }
+        if hasNothingUnread() { return }
         close()
         owner.idleConnectionClosed(self)
+    }
+
+    /// Whether an idle connection can carry another request: nothing has arrived on it since
+    /// its last response (neither the upstream's close nor bytes nobody asked for; a TLS
+    /// session ticket is read and kept). Checked before each reuse, because epoll may not
+    /// have told yet: an event can wait further down the batch being handled, and bytes
+    /// OpenSSL has read ahead never show there.
+    func hasNothingUnread() -> Bool {
+        guard phase == .open, exchange == nil else { return false }
+        if tls?.hasBufferedInput != true {
+            var byte: UInt8 = 0
+            let n = recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return true }
+            guard n > 0, tls != nil else { return false } // closed, failed, or plain bytes unasked for
+        }
+        // TLS: records to read (OpenSSL reads them all); only handshake messages (tickets) may
+        // leave it usable, and no half record may wait.
+        if case .wouldBlock = receive(into: owner.scratch) { return tls?.hasBufferedInput != true }
+        return false
     }
 
     // MARK: - I/O
@@ -397,12 +428,15 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
 
     private func write() -> WriteOutcome {
         guard let tls else { return writePlain() }
+        writeWantsRead = false
         while written < outbound.count {
             let outcome = outbound.withUnsafeBytes { tls.write(UnsafeRawBufferPointer(rebasing: $0[written...])) }
             switch outcome {
             case let .done(n): written += n
             case .wantWrite: return .progress
-            case .wantRead: return .progress // renegotiation: the next readable event goes on
+            case .wantRead: // goes on once the socket is readable (not writable: that would spin)
+                writeWantsRead = true
+                return .progress
             case .closed: return .closed("the connection closed")
             case let .failed(reason): return .failed(reason)
             }

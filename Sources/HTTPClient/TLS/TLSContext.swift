@@ -46,6 +46,7 @@ final class TLSContext: @unchecked Sendable {
         guard bff_ssl_ctx_set_min_tls12(context) == 1 else { return .failure(.tls("cannot require TLS 1.2: \(openSSLErrors())")) }
         bff_ssl_ctx_set_write_modes(context)
         bff_ssl_ctx_set_read_ahead(context)
+        bff_ssl_ctx_refuse_renegotiation(context)
         let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
         guard SSL_CTX_set_alpn_protos(context, alpn, UInt32(alpn.count)) == 0 else { return .failure(.tls("cannot set ALPN")) }
         if verify {
@@ -80,10 +81,14 @@ final class TLSContext: @unchecked Sendable {
         }
         SSL_set_bio(ssl, bio, bio) // the session owns the BIO now
         let session = TLSSession(takingOwnershipOf: ssl)
-        if !isIPAddress { bff_ssl_set_server_name(ssl, host) } // no SNI for addresses (RFC 6066 §3)
+        // A fully qualified name's final dot is not part of the name in SNI or a certificate.
+        let name = !isIPAddress && host.hasSuffix(".") ? String(host.dropLast()) : host
+        if !isIPAddress { // no SNI for addresses (RFC 6066 §3)
+            guard bff_ssl_set_server_name(ssl, name) == 1 else { throw .tls("cannot send the host name (SNI): \(openSSLErrors())") }
+        }
         if verifies {
             let ok = isIPAddress ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
-                                 : { SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS)); return SSL_set1_host(ssl, host) }()
+                                 : { SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS)); return SSL_set1_host(ssl, name) }()
             guard ok == 1 else { throw .tls("cannot set the host name to verify: \(openSSLErrors())") }
         }
         if let saved = sessions.withLock({ $0[key] }) { SSL_set_session(ssl, saved.pointer) } // takes its own reference

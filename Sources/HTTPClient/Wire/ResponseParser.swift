@@ -204,10 +204,13 @@ struct ResponseParser {
         }
     }
 
-    /// A Content-Length value: digits only (around them, spaces and tabs).
+    /// A Content-Length value: digits only, with spaces and tabs around them but not between.
     private static func decimal(_ bytes: Substring.UTF8View.SubSequence) throws(HTTPClientError) -> Int {
         var value = 0, digits = 0
-        for byte in bytes where byte != 0x20 && byte != 0x09 {
+        var trimmed = bytes[...]
+        while let first = trimmed.first, first == 0x20 || first == 0x09 { trimmed = trimmed.dropFirst() }
+        while let last = trimmed.last, last == 0x20 || last == 0x09 { trimmed = trimmed.dropLast() }
+        for byte in trimmed {
             guard byte >= 0x30 && byte <= 0x39, digits < 18 else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
             value = value * 10 + Int(byte - 0x30)
             digits += 1
