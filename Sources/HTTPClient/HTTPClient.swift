@@ -70,10 +70,15 @@ public final class HTTPClient: Sendable {
     /// its loop's thread by the first request from there.
     private let loopClients = Mutex<[ObjectIdentifier: ClientLoop]>([:])
 
-    public init(configuration: Configuration = Configuration()) {
+    public convenience init(configuration: Configuration = Configuration()) {
+        self.init(configuration: configuration, resolver: Resolver())
+    }
+
+    /// A client whose host names resolve through `resolver` (tests give it answers).
+    init(configuration: Configuration, resolver: Resolver) {
         self.configuration = configuration
         shared = ClientShared(tls: TLSContext(verify: configuration.verifyTLS, caCertificatesFile: configuration.caCertificatesFile),
-                              resolver: Resolver(),
+                              resolver: resolver,
                               proxies: ProxySettings(configured: configuration.proxy, environment: ProcessInfo.processInfo.environment))
         do {
             loop = try EventLoop(application: nil)

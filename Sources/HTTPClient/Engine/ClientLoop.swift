@@ -35,7 +35,7 @@ final class ClientLoop: @unchecked Sendable {
     let resolver: Resolver
     private let proxies: ProxySettings
     private let maxConnectionsPerHost: Int
-    private let connectTimeout: Double
+    let connectTimeout: Double
     let readTimeout: Double
     private let maxBodyBytes: Int
     /// Where connections read into; loop thread only.
@@ -239,7 +239,8 @@ final class ClientLoop: @unchecked Sendable {
         dispatch(pool)
     }
 
-    private func arm(_ deadline: Double) {
+    /// Makes sure the timer runs by `deadline`.
+    func arm(_ deadline: Double) {
         if timer.deadline.map({ deadline < $0 }) ?? true { timer.deadline = deadline }
     }
 
@@ -250,6 +251,10 @@ final class ClientLoop: @unchecked Sendable {
         var next = Double.infinity
         for exchange in Array(active.values) where !exchange.paused {
             guard exchange.deadline <= now else {
+                if let connection = exchange.connection, !connection.isOpen {
+                    connection.checkAttempt(now: now) // may fail the exchange (no address left)
+                    next = min(next, connection.attemptDeadline)
+                }
                 next = min(next, exchange.deadline)
                 continue
             }

@@ -34,53 +34,89 @@ struct SocketAddress: Sendable {
 
 /// Resolves host names off the event loops: `getaddrinfo` blocks (for as long as DNS takes
 /// to answer or give up), so each lookup runs on a thread of its own, at most
-/// `maxConcurrentLookups` at once (more wait their turn), and its answer goes to a callback.
-/// Connections are pooled, so lookups are rare: one per new connection to a named host.
+/// `maxConcurrentLookups` at once (more wait their turn), and its answer goes to callbacks.
+/// Lookups of one name in flight at once are one lookup (a name whose DNS hangs holds one
+/// thread, not all), and answers are kept `cacheSeconds` (as libcurl did, for 60 s), so an
+/// upstream that closes every connection does not cost a lookup per request.
 final class Resolver: Sendable {
     typealias Completion = @Sendable (Result<[SocketAddress], HTTPClientError>) -> Void
 
     static let maxConcurrentLookups = 4
+    static let cacheSeconds: UInt64 = 30
+    /// Beyond this many names the cache starts over (a bound, not an expected size).
+    static let maxCachedNames = 1024
 
     private struct Lookup: Sendable {
+        let key: String
         let host: String
         let port: Int
-        let done: Completion
     }
 
     private struct State {
         var running = 0
         var queued: [Lookup] = []
+        /// The callbacks of each lookup in flight (queued or running), by host and port.
+        var waiting: [String: [Completion]] = [:]
+        var cache: [String: (addresses: [SocketAddress], expires: UInt64)] = [:]
     }
 
     private let state = Mutex(State())
 
     /// Looks `host` up (A and AAAA records, in the system's preferred order) and calls `done`
-    /// with the addresses on the lookup's thread.
+    /// with the addresses: at once from the cache, or later on the lookup's thread.
     func resolve(_ host: String, port: Int, then done: @escaping Completion) {
-        let lookup = Lookup(host: host, port: port, done: done)
-        let startNow = state.withLock { s in
+        enum Next { case cached([SocketAddress]), wait, run(Lookup) }
+        let key = "\(host):\(port)"
+        let now = monotonicNanoseconds()
+        let next: Next = state.withLock { s in
+            if let hit = s.cache[key], hit.expires > now { return .cached(hit.addresses) }
+            guard s.waiting[key] == nil else {
+                s.waiting[key]!.append(done)
+                return .wait
+            }
+            s.waiting[key] = [done]
+            let lookup = Lookup(key: key, host: host, port: port)
             guard s.running < Resolver.maxConcurrentLookups else {
                 s.queued.append(lookup)
-                return false
+                return .wait
             }
             s.running += 1
-            return true
+            return .run(lookup)
         }
-        if startNow { Thread.detachNewThread { [self] in run(lookup) } }
+        switch next {
+        case let .cached(addresses): done(.success(addresses))
+        case .wait: break
+        case let .run(lookup): Thread.detachNewThread { [self] in run(lookup) }
+        }
+    }
+
+    /// Answers lookups of `host` and `port` with `addresses` for `cacheSeconds`, as if DNS
+    /// had: for tests of names with several addresses.
+    func remember(_ addresses: [SocketAddress], forHost host: String, port: Int) {
+        let expires = monotonicNanoseconds() + Resolver.cacheSeconds * 1_000_000_000
+        state.withLock { $0.cache["\(host):\(port)"] = (addresses, expires) }
     }
 
     /// Runs `lookup`, then whatever queued meanwhile, on this thread.
     private func run(_ first: Lookup) {
         var next: Lookup? = first
         while let lookup = next {
-            lookup.done(Resolver.addresses(of: lookup.host, port: lookup.port))
-            next = state.withLock { s in
+            let result = Resolver.addresses(of: lookup.host, port: lookup.port)
+            let expires = monotonicNanoseconds() + Resolver.cacheSeconds * 1_000_000_000
+            let callbacks: [Completion]
+            (callbacks, next) = state.withLock { s in
+                if case let .success(addresses) = result {
+                    if s.cache.count >= Resolver.maxCachedNames { s.cache.removeAll() }
+                    s.cache[lookup.key] = (addresses, expires)
+                }
+                let callbacks = s.waiting.removeValue(forKey: lookup.key) ?? []
                 guard !s.queued.isEmpty else {
                     s.running -= 1
-                    return nil
+                    return (callbacks, nil)
                 }
-                return s.queued.removeFirst()
+                return (callbacks, s.queued.removeFirst())
             }
+            for done in callbacks { done(result) }
         }
     }
 

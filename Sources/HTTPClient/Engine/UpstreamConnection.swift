@@ -24,6 +24,8 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastConnectError = ""
+    /// While connecting with more addresses to try: when this attempt gives way to the next.
+    private(set) var attemptDeadline = Double.infinity
     private var tls: TLSSession?
     /// The exchange it carries (or is being opened for).
     private(set) var exchange: Exchange?
@@ -101,6 +103,12 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
             if errno == EINPROGRESS {
                 phase = .connecting
                 watch(EPOLLOUT.rawValue)
+                if nextAddress < addresses.count {
+                    // An address that never answers (a dropped SYN, a broken IPv6 route) must
+                    // leave time for the others: each gets its share of the connect timeout.
+                    attemptDeadline = owner.loop.now + max(0.25, owner.connectTimeout / Double(addresses.count))
+                    owner.arm(attemptDeadline)
+                }
                 return
             }
             lastConnectError = String(cString: strerror(errno))
@@ -108,6 +116,16 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
         }
         let name = proxy.map { "the proxy \($0.key)" } ?? url.hostAndPort
         fail(.connectFailed("could not connect to \(name): \(lastConnectError.isEmpty ? "no address" : lastConnectError)"))
+    }
+
+    /// Loop thread: gives up the current address for the next one once its share of the
+    /// connect timeout has passed.
+    func checkAttempt(now: Double) {
+        guard phase == .connecting, now >= attemptDeadline else { return }
+        attemptDeadline = .infinity
+        lastConnectError = "no answer within \(Int(owner.connectTimeout / Double(addresses.count) * 1000)) ms"
+        closeSocket()
+        connectNext()
     }
 
     private func finishConnecting() {
@@ -134,6 +152,7 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     }
 
     private func connected() {
+        attemptDeadline = .infinity
         if let proxy, url.isSecure {
             phase = .tunnelling
             var head = "CONNECT \(url.hostAndPort) HTTP/1.1\r\nHost: \(url.hostAndPort)\r\n"
