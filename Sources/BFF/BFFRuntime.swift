@@ -51,7 +51,11 @@ public final class BFFRuntime: Sendable {
                                          logger: logger)
         var http = options.http
         if let caFile = configuration.tlsCAFile { http.caCertificatesFile = caFile }
-        let services = try BFFServices(configuration: configuration, store: store, http: HTTPClient(configuration: http),
+        let client = HTTPClient(configuration: http)
+        if let problem = client.egressProblem {
+            logger.warning("the egress proxy setting cannot be used: requests it covers will fail", metadata: ["error.detail": .string(problem)])
+        }
+        let services = try BFFServices(configuration: configuration, store: store, http: client,
                                        readiness: Readiness(pool: pool, migrator: migrator), now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI, extraRoutes: options.extraRoutes)
         var serverConfiguration = options.server
@@ -64,6 +68,7 @@ public final class BFFRuntime: Sendable {
             "bff.public_url": .string(configuration.publicURL),
             "smart.issuers": .string(configuration.issuers.map(\.iss).joined(separator: " ")),
             "tls.trust": .string(configuration.tlsCAFile ?? "system CA bundle"),
+            "http.egress": .string(client.egressSummary),
             "http.io_threads": .stringConvertible(serverConfiguration.eventLoops),
             "db.pool_size": .stringConvertible(options.poolSize),
             "proxy.cache_seconds": .stringConvertible(configuration.proxyCacheSeconds),

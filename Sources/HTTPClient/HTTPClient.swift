@@ -90,6 +90,11 @@ public final class HTTPClient: Sendable {
         loop.start(name: "http-client")
     }
 
+    /// Where requests go (direct, or through which proxy), without credentials, for logs.
+    public var egressSummary: String { shared.proxies.summary }
+    /// Why the egress proxy setting cannot be used, if it cannot (its requests all fail).
+    public var egressProblem: String? { shared.proxies.problem }
+
     /// Stops the client's thread; requests still in flight fail with `isCancelled`.
     deinit {
         let (loop, own) = (self.loop, self.own)

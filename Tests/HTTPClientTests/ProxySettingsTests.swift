@@ -48,6 +48,14 @@ struct ProxySettingsTests {
         ("127.0.0.1", "127.0.0.1", true),
         ("127.0.0.1", "127.0.0.2", false),
         ("[::1]", "[::1]", true),
+        ("10.0.0.0/8", "10.20.30.40", true),
+        ("10.0.0.0/8", "11.0.0.1", false),
+        ("192.168.4.0/23", "192.168.5.9", true),
+        ("192.168.4.0/23", "192.168.6.1", false),
+        ("fd00::/8", "[fd12::7]", true),
+        ("fd00::/8", "[fe80::1]", false),
+        ("10.0.0.0/8", "10.example.org", false),
+        ("0.0.0.0/0", "203.0.113.9", true),
         ("", "example.org", false),
     ])
     func noProxy(noProxy: String, host: String, exempt: Bool) throws {
@@ -105,5 +113,17 @@ struct ProxySettingsTests {
         }
         // Not used (no_proxy), it does no harm.
         #expect(try Self.proxy(for: "https://example.org/", ["all_proxy": setting, "no_proxy": "example.org"]) == nil)
+    }
+
+    /// What the start-up log says: where requests go, never the proxy's credentials; and why
+    /// a setting cannot be used, so that an operator hears of it before requests fail.
+    @Test func summaryAndProblemForTheStartUpLog() {
+        let authenticated = ProxySettings(configured: nil, environment: ["https_proxy": "http://svc:s3cret@proxy.internal:3128", "no_proxy": "a.test,b.test"])
+        #expect(authenticated.summary == "https via proxy.internal:3128, http direct, 2 no_proxy entries")
+        #expect(!authenticated.summary.contains("s3cret") && authenticated.problem == nil)
+        #expect(ProxySettings(configured: nil, environment: [:]).summary == "https direct, http direct")
+        let socks = ProxySettings(configured: nil, environment: ["all_proxy": "socks5://proxy:1080"])
+        #expect(socks.summary == "https unusable proxy setting, http unusable proxy setting")
+        #expect(socks.problem?.contains("only http:// proxies") == true)
     }
 }

@@ -7,8 +7,8 @@ import HTTPCore
 ///   upper-case `HTTP_PROXY` can be set by a CGI request's `Proxy:` header) and for https
 ///   URLs `https_proxy` or `HTTPS_PROXY`; then `all_proxy` or `ALL_PROXY`;
 /// - except hosts that `no_proxy` (or `NO_PROXY`) names: `*` for every host, or a
-///   comma-separated list of names (which cover their subdomains; a leading dot is ignored)
-///   and addresses.
+///   comma-separated list of names (which cover their subdomains; a leading dot is ignored),
+///   addresses and address ranges (`10.0.0.0/8`, `fd00::/8`) that cover a URL's IP address.
 ///
 /// Only `http://` proxies are supported (`host:port` alone means the same); https URLs go
 /// through a `CONNECT` tunnel, plain http URLs are sent to the proxy in absolute form. User
@@ -61,7 +61,49 @@ struct ProxySettings: Sendable {
     }
 
     private func isExempt(_ host: String) -> Bool {
-        exemptAll || exemptHosts.contains { host == $0 || host.hasSuffix("." + $0) }
+        exemptAll || exemptHosts.contains { entry in
+            host == entry || host.hasSuffix("." + entry) || ProxySettings.range(entry, covers: host)
+        }
+    }
+
+    /// Whether `entry`, an address range in CIDR notation, covers the IP address `host`.
+    private static func range(_ entry: String, covers host: String) -> Bool {
+        let parts = entry.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let prefix = Int(parts[1]), let network = addressBytes(String(parts[0])),
+              let address = addressBytes(host), network.count == address.count, (0...network.count * 8).contains(prefix) else {
+            return false
+        }
+        for bit in 0..<prefix where (network[bit / 8] ^ address[bit / 8]) & UInt8(0x80 >> (bit % 8)) != 0 { return false }
+        return true
+    }
+
+    /// The 4 or 16 bytes of an IPv4 or IPv6 address, or nil.
+    private static func addressBytes(_ text: String) -> [UInt8]? {
+        guard let address = SocketAddress.numeric(text, port: 0) else { return nil }
+        return address.family == AF_INET ? Array(address.bytes[4..<8]) : Array(address.bytes[8..<24])
+    }
+
+    /// For the start-up log: where https and http requests go, without credentials
+    /// ("https via proxy.internal:3128, http direct, 2 no_proxy entries").
+    var summary: String {
+        func route(_ setting: Result<Proxy, HTTPClientError>?) -> String {
+            switch setting {
+            case nil: "direct"
+            case let .success(proxy)?: "via " + proxy.key
+            case .failure?: "unusable proxy setting"
+            }
+        }
+        var text = "https \(route(configured ?? forHTTPS)), http \(route(configured ?? forHTTP))"
+        if exemptAll { text += ", no_proxy *" } else if !exemptHosts.isEmpty { text += ", \(exemptHosts.count) no_proxy entries" }
+        return text
+    }
+
+    /// Why a proxy setting that applies cannot be used (every request it covers fails), if so.
+    var problem: String? {
+        for setting in [configured, forHTTPS, forHTTP] {
+            if case let .failure(error)? = setting { return error.message }
+        }
+        return nil
     }
 
     /// `http://user:password@proxy.example:3128/` → the proxy; default port 1080.
