@@ -46,24 +46,34 @@ extension HTTPClientRequest {
     /// (`absoluteForm`, with the proxy's `Proxy-Authorization` value if it needs one).
     func encoded(for url: UpstreamURL, absoluteForm: Bool = false, proxyAuthorization: String? = nil) -> [UInt8] {
         func given(_ name: String) -> Bool { headers.contains { $0.0.equalsIgnoringASCIICase(name) } }
-        var head = method + " " + (absoluteForm ? url.absoluteTarget : url.target) + " HTTP/1.1\r\n"
-        if !given("Host") { head += "Host: " + url.authority + "\r\n" }
-        if !given("User-Agent") { head += "User-Agent: smart-bff\r\n" }
-        if !given("Accept") { head += "Accept: */*\r\n" }
+        var out: [UInt8] = []
+        out.reserveCapacity(192 + headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 } + (body?.count ?? 0))
+        func field(_ name: String, _ value: String) {
+            out.append(contentsOf: name.utf8)
+            out.append(contentsOf: ": ".utf8)
+            out.append(contentsOf: value.utf8)
+            out.append(contentsOf: "\r\n".utf8)
+        }
+        out.append(contentsOf: method.utf8)
+        out.append(UInt8(ascii: " "))
+        out.append(contentsOf: (absoluteForm ? url.absoluteTarget : url.target).utf8)
+        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        if !given("Host") { field("Host", url.authority) }
+        if !given("User-Agent") { field("User-Agent", "smart-bff") }
+        if !given("Accept") { field("Accept", "*/*") }
         // Without Accept-Encoding a server may compress (RFC 9110 §12.5.3), and nothing here
         // decodes: ask for the body as it is, unless the caller chose otherwise.
-        if !given("Accept-Encoding") { head += "Accept-Encoding: identity\r\n" }
-        if let proxyAuthorization { head += "Proxy-Authorization: " + proxyAuthorization + "\r\n" }
-        for (name, value) in headers { head += name + ": " + value + "\r\n" }
+        if !given("Accept-Encoding") { field("Accept-Encoding", "identity") }
+        if let proxyAuthorization { field("Proxy-Authorization", proxyAuthorization) }
+        for (name, value) in headers { field(name, value) }
         if let body {
-            head += "Content-Length: \(body.count)\r\n"
-        } else if ["POST", "PUT", "PATCH"].contains(method) {
-            head += "Content-Length: 0\r\n" // servers may answer 411 without it
+            field("Content-Length", String(body.count))
+        } else if method == "POST" || method == "PUT" || method == "PATCH" {
+            field("Content-Length", "0") // servers may answer 411 without it
         }
-        head += "\r\n"
-        var bytes = Array(head.utf8)
-        if let body { bytes += body }
-        return bytes
+        out.append(contentsOf: "\r\n".utf8)
+        if let body { out.append(contentsOf: body) }
+        return out
     }
 }
 

@@ -47,7 +47,10 @@ final class Exchange: @unchecked Sendable {
         self.proxy = proxy
         poolKey = (url.isSecure ? "https://" : "http://") + url.hostAndPort + (proxy.map { " via " + $0.key } ?? "")
         bytes = request.encoded(for: url, absoluteForm: proxy != nil && !url.isSecure, proxyAuthorization: url.isSecure ? nil : proxy?.authorization)
-        isIdempotent = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].contains(request.method)
+        switch request.method {
+        case "GET", "HEAD", "OPTIONS", "PUT", "DELETE": isIdempotent = true
+        default: isIdempotent = false
+        }
         method = request.method
         parser = ResponseParser(requestMethod: request.method)
         self.maxBodyBytes = maxBodyBytes

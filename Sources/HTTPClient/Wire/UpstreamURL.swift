@@ -35,56 +35,78 @@ struct UpstreamURL: Sendable, Equatable {
     var absoluteTarget: String { (isSecure ? "https://" : "http://") + authority + target }
 
     init(_ text: String) throws(HTTPClientError) {
-        var rest = Substring(text)
-        if rest.utf8.count >= 8, String(rest.prefix(8)).equalsIgnoringASCIICase("https://") {
-            isSecure = true
-            rest = rest.dropFirst(8)
-        } else if rest.utf8.count >= 7, String(rest.prefix(7)).equalsIgnoringASCIICase("http://") {
-            isSecure = false
-            rest = rest.dropFirst(7)
+        var text = text
+        let parsed = text.withUTF8 { bytes in Result { () throws(HTTPClientError) in try UpstreamURL.parse(bytes) } }
+        (isSecure, host, port, isIPAddress, target) = try parsed.get()
+    }
+
+    /// Over the URL's bytes: the proxy's profile showed Character-wise Substring work here.
+    private static func parse(_ url: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (Bool, String, Int, Bool, String) {
+        let isSecure: Bool
+        var i: Int
+        if hasPrefix(url, "https://") {
+            (isSecure, i) = (true, 8)
+        } else if hasPrefix(url, "http://") {
+            (isSecure, i) = (false, 7)
         } else {
             throw .invalidRequest("only http and https URLs are supported")
         }
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-        (host, port, isIPAddress) = try Self.parseAuthority(rest[..<authorityEnd], isSecure: isSecure)
-        var target = rest[authorityEnd...]
-        if let fragment = target.firstIndex(of: "#") { target = target[..<fragment] }
-        guard target.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+        let authorityStart = i
+        while i < url.count, url[i] != UInt8(ascii: "/"), url[i] != UInt8(ascii: "?"), url[i] != UInt8(ascii: "#") { i += 1 }
+        let (host, port, isIPAddress) = try parseAuthority(UnsafeBufferPointer(rebasing: url[authorityStart..<i]), isSecure: isSecure)
+        var end = i
+        while end < url.count, url[end] != UInt8(ascii: "#") { end += 1 } // the fragment stays here
+        let target = UnsafeBufferPointer(rebasing: url[i..<end])
+        guard target.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
             throw .invalidRequest("the URL holds spaces, control characters or non-ASCII bytes")
         }
-        self.target = target.first == "/" ? String(target) : "/" + target
+        let path = String(decoding: target, as: UTF8.self)
+        return (isSecure, host, port, isIPAddress, target.first == UInt8(ascii: "/") ? path : "/" + path)
     }
 
-    private static func parseAuthority(_ authority: Substring, isSecure: Bool) throws(HTTPClientError) -> (String, Int, Bool) {
-        guard !authority.utf8.contains(UInt8(ascii: "@")) else { throw .invalidRequest("user information in URLs is not supported") }
-        var hostPart = authority
-        var portPart: Substring?
-        if authority.first == "[" {
-            guard let close = authority.firstIndex(of: "]") else { throw .invalidRequest("the URL's IPv6 address is not closed") }
-            hostPart = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
+    /// Whether `bytes` start with `prefix`, ASCII letters in any case.
+    private static func hasPrefix(_ bytes: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        guard bytes.count >= prefix.utf8CodeUnitCount else { return false }
+        let expected = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        return zip(bytes, expected).allSatisfy { $0 == $1 || ($0 | 0x20 == $1 && $1 >= 0x61 && $1 <= 0x7A) }
+    }
+
+    private static func parseAuthority(_ authority: UnsafeBufferPointer<UInt8>, isSecure: Bool) throws(HTTPClientError) -> (String, Int, Bool) {
+        guard !authority.contains(UInt8(ascii: "@")) else { throw .invalidRequest("user information in URLs is not supported") }
+        var hostPart = authority[...]
+        var portPart: Slice<UnsafeBufferPointer<UInt8>>?
+        let bracketed = authority.first == UInt8(ascii: "[")
+        if bracketed {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { throw .invalidRequest("the URL's IPv6 address is not closed") }
+            hostPart = authority[1..<close]
+            let after = authority[(close + 1)...]
             if !after.isEmpty {
-                guard after.first == ":" else { throw .invalidRequest("the URL's authority is malformed") }
+                guard after.first == UInt8(ascii: ":") else { throw .invalidRequest("the URL's authority is malformed") }
                 portPart = after.dropFirst()
             }
-            guard isAddress(hostPart, family: AF_INET6) else { throw .invalidRequest("the URL's IPv6 address is malformed") }
-        } else if let colon = authority.lastIndex(of: ":") {
+        } else if let colon = authority.lastIndex(of: UInt8(ascii: ":")) {
             hostPart = authority[..<colon]
-            portPart = authority[authority.index(after: colon)...]
+            portPart = authority[(colon + 1)...]
         }
         var port = isSecure ? 443 : 80
         if let portPart {
-            guard !portPart.isEmpty, portPart.utf8.count <= 5, portPart.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                  let number = Int(portPart), (1...65535).contains(number) else {
+            guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  case let number = portPart.reduce(0, { $0 * 10 + Int($1 - 0x30) }), (1...65535).contains(number) else {
                 throw .invalidRequest("the URL's port is not a number from 1 to 65535")
             }
             port = number
         }
         guard !hostPart.isEmpty else { throw .invalidRequest("the URL has no host") }
-        if authority.first == "[" { return (String(hostPart).lowercased(), port, true) }
-        guard hostPart.utf8.allSatisfy(isHostNameByte) else { throw .invalidRequest("the URL's host name holds characters a host name cannot") }
-        let lowercased = hostPart.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? hostPart.lowercased() : String(hostPart)
-        return (lowercased, port, isAddress(hostPart, family: AF_INET))
+        if bracketed {
+            let address = String(decoding: hostPart, as: UTF8.self).lowercased()
+            guard isAddress(address, family: AF_INET6) else { throw .invalidRequest("the URL's IPv6 address is malformed") }
+            return (address, port, true)
+        }
+        guard hostPart.allSatisfy(isHostNameByte) else { throw .invalidRequest("the URL's host name holds characters a host name cannot") }
+        let host = String(decoding: hostPart.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        // Only something of digits and dots can be an IPv4 address.
+        let maybeIPv4 = hostPart.allSatisfy { $0 == UInt8(ascii: ".") || ($0 >= 0x30 && $0 <= 0x39) }
+        return (host, port, maybeIPv4 && isAddress(host, family: AF_INET))
     }
 
     private static func isHostNameByte(_ byte: UInt8) -> Bool {
@@ -97,8 +119,8 @@ struct UpstreamURL: Sendable, Equatable {
         }
     }
 
-    private static func isAddress(_ text: Substring, family: Int32) -> Bool {
+    private static func isAddress(_ text: String, family: Int32) -> Bool {
         var buffer = in6_addr() // large enough for either family
-        return String(text).withCString { inet_pton(family, $0, &buffer) } == 1
+        return inet_pton(family, text, &buffer) == 1
     }
 }
