@@ -104,15 +104,16 @@ LUA
   echo "latency detail (smart-bff): $(wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$WORK/detail.lua" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" | tail -1)"
 fi
 if [ -n "${MALLOC_COUNT:-}" ]; then
-  # One extra run through smart-bff, counting its malloc calls (a uprobe) and its reads from
-  # the upstream (one per proxied request) over the same window: allocations per request,
-  # a count that does not depend on the machine's noise the way requests/s do.
+  # One extra run through smart-bff, counting its malloc calls (a uprobe) and its read()
+  # calls (the server reads each request with one; the client's upstream reads are recv, and
+  # the own client's idle check another) over the same window: allocations per request, a
+  # count that does not depend on the machine's noise the way requests/s do.
   perf probe -q -x "$(ldconfig -p | awk '/libc.so.6 .*x86-64/ { print $NF; exit }')" malloc 2>/dev/null || true
   wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$WORK/headers.lua" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null & wrk_pid=$!
   sleep 1
-  counts=$(perf stat -x, -e probe_libc:malloc -e syscalls:sys_enter_recvfrom -p "$BFF_PID" -- sleep "$((SECS > 3 ? SECS - 2 : 1))" 2>&1)
+  counts=$(perf stat -x, -e probe_libc:malloc -e syscalls:sys_enter_read -p "$BFF_PID" -- sleep "$((SECS > 3 ? SECS - 2 : 1))" 2>&1)
   wait $wrk_pid
-  echo "$counts" | awk -F, '/malloc/ { m = $1 } /recvfrom/ { r = $1 } END { printf "allocations per proxied request: %.1f (%s malloc calls, %s upstream reads)\n", m / r, m, r }'
+  echo "$counts" | awk -F, '/malloc/ { m = $1 } /sys_enter_read/ { r = $1 } END { printf "allocations per proxied request: %.1f (%s malloc calls, %s request reads)\n", m / r, m, r }'
 fi
 NGINX_PID=$(cat "$WORK/nginx.pid" 2>/dev/null || true)
 # The worker of the proxying server block and the upstream block are the same process; its
