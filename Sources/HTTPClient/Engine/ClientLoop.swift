@@ -40,7 +40,7 @@ final class ClientLoop: @unchecked Sendable {
     private let maxBodyBytes: Int
     /// Where connections read into; loop thread only.
     let scratch: UnsafeMutableRawBufferPointer
-    private var pools: [String: HostPool] = [:]
+    private var pools: [PoolKey: HostPool] = [:]
     private var active: [ObjectIdentifier: Exchange] = [:]
     private var timer: EventLoopTimer!
     private var closed = false
@@ -75,9 +75,14 @@ final class ClientLoop: @unchecked Sendable {
         return exchange
     }
 
-    /// Starts `exchange` (its `delivery` must be set).
+    /// Starts `exchange` (its `delivery` must be set): at once on the loop's own thread (a
+    /// request handler's call), else posted to it.
     func submit(_ exchange: Exchange) {
-        loop.execute { [self] in add(exchange) }
+        if loop.inLoop {
+            add(exchange)
+        } else {
+            loop.execute { [self] in add(exchange) }
+        }
     }
 
     /// Stops `exchange` with `HTTPClientError.cancelled`, whether or not it has started.

@@ -14,7 +14,7 @@ final class Exchange: @unchecked Sendable {
     let url: UpstreamURL
     let proxy: ProxySettings.Proxy?
     /// The connections that may carry this request: same scheme, host, port and proxy.
-    let poolKey: String
+    let poolKey: PoolKey
     /// The request as it goes on the wire.
     let bytes: [UInt8]
     /// Safe to send again on a fresh connection when a reused one turned out to be closed
@@ -45,7 +45,7 @@ final class Exchange: @unchecked Sendable {
     init(request: HTTPClientRequest, url: UpstreamURL, proxy: ProxySettings.Proxy?, maxBodyBytes: Int) {
         self.url = url
         self.proxy = proxy
-        poolKey = (url.isSecure ? "https://" : "http://") + url.hostAndPort + (proxy.map { " via " + $0.key } ?? "")
+        poolKey = PoolKey(isSecure: url.isSecure, host: url.host, port: url.port, proxyHost: proxy?.host, proxyPort: proxy?.port ?? 0)
         bytes = request.encoded(for: url, absoluteForm: proxy != nil && !url.isSecure, proxyAuthorization: url.isSecure ? nil : proxy?.authorization)
         switch request.method {
         case "GET", "HEAD", "OPTIONS", "PUT", "DELETE": isIdempotent = true
@@ -117,6 +117,15 @@ final class Exchange: @unchecked Sendable {
         delivery = nil
         collected = []
     }
+}
+
+/// What tells connections apart: the upstream's scheme, host and port, and the proxy.
+struct PoolKey: Hashable, Sendable {
+    let isSecure: Bool
+    let host: String
+    let port: Int
+    let proxyHost: String?
+    let proxyPort: Int
 }
 
 extension Result {

@@ -120,6 +120,7 @@ struct ResponseParser {
 
     /// Takes head bytes up to the end of the head (or of `input`); returns where it stopped.
     private mutating func scanHead(_ input: UnsafeRawBufferPointer, from start: Int) throws(HTTPClientError) -> Int {
+        if headBytes.isEmpty { headBytes.reserveCapacity(1024) } // one allocation for a usual head, not one per doubling
         var i = start
         while i < input.count {
             let rest = UnsafeRawBufferPointer(rebasing: input[i...])
