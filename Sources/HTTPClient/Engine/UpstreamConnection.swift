@@ -20,7 +20,7 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     private let url: UpstreamURL
     private let proxy: ProxySettings.Proxy?
     private var phase = Phase.resolving
-    private(set) var fd: Int32 = -1
+    private var fd: Int32 = -1
     private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastConnectError = ""
