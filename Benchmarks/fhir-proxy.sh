@@ -15,6 +15,11 @@
 # COMPARE_ENV="NAME=value ...": extra environment for the alt process only (for a spike
 #   build's switches, e.g. Benchmarks/spikes/audit-modes.patch's BENCH_AUDIT_MODE=off).
 # PG_EXTRA_OPTS="-c name=value ...": extra settings for the throwaway PostgreSQL.
+# PACE_MS=n (default 5; 0 skips): also paced rounds, where each connection waits n ms between
+#   a response and its next request, so that the offered load (about CONNS x 1000/n requests/s)
+#   stays well below every path's capacity. Their latency is a request's own time through each
+#   path; the saturated rounds' latency is mostly the queue that saturation builds (there p50 is
+#   about CONNS / requests/s), so it follows throughput.
 # TLS=1: the EHR (upstream nginx, sandbox behind it) is https with a certificate from a
 #   throwaway CA, trusted by smart-bff (BFF_TLS_CA_FILE) and by the nginx proxy (verified,
 #   keep-alive, sessions reused); "direct" stays plain http to the same server.
@@ -154,3 +159,26 @@ awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", 
 awk -v a="$(cut -d' ' -f2 "$WORK/bff" | median)" -v d="$(cut -d' ' -f2 "$WORK/direct" | median)" \
     -v a99="$(cut -d' ' -f3 "$WORK/bff" | median)" -v d99="$(cut -d' ' -f3 "$WORK/direct" | median)" \
     'BEGIN { printf "added latency over direct: p50 %.3f ms, p99 %.3f ms\n", a-d, a99-d99 }'
+
+PACE_MS=${PACE_MS:-5}
+if [ "$PACE_MS" != 0 ]; then
+  { cat "$WORK/headers.lua"; echo "delay = function() return $PACE_MS end"; } > "$WORK/paced.lua"
+  paced() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/paced.lua" "$1" | awk '
+      function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+      /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
+      END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
+  for who in bff nginx direct; do : > "$WORK/paced-$who"; done
+  for r in $(seq 1 "$ROUNDS"); do
+    paced "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >> "$WORK/paced-bff"
+    paced "http://127.0.0.1:$PROXY/fhir/Patient/bench" >> "$WORK/paced-nginx"
+    paced "http://127.0.0.1:$UP/fhir/Patient/bench" >> "$WORK/paced-direct"
+  done
+  for who in bff nginx direct; do
+    printf "paced %-6s c=%s pause=%sms rps=%-7s p50ms=%-7s p99ms=%-7s non2xx=%s\n" "$who" "$CONNS" "$PACE_MS" "$(cut -d' ' -f1 "$WORK/paced-$who" | median)" \
+      "$(cut -d' ' -f2 "$WORK/paced-$who" | median)" "$(cut -d' ' -f3 "$WORK/paced-$who" | median)" "$(cut -d' ' -f4 "$WORK/paced-$who" | paste -sd+ | bc)"
+  done
+  awk -v a="$(cut -d' ' -f2 "$WORK/paced-bff" | median)" -v d="$(cut -d' ' -f2 "$WORK/paced-direct" | median)" \
+      -v a99="$(cut -d' ' -f3 "$WORK/paced-bff" | median)" -v d99="$(cut -d' ' -f3 "$WORK/paced-direct" | median)" \
+      -v n="$(cut -d' ' -f2 "$WORK/paced-nginx" | median)" -v n99="$(cut -d' ' -f3 "$WORK/paced-nginx" | median)" \
+      'BEGIN { printf "paced: added latency over direct: p50 %.3f ms, p99 %.3f ms (nginx proxy: p50 %.3f ms, p99 %.3f ms)\n", a-d, a99-d99, n-d, n99-d99 }'
+fi
