@@ -9,7 +9,8 @@
 #   pointers; PERF_FREQ=samples per second, default 4000).
 # LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
 # MALLOC_COUNT=1: also one extra run counting smart-bff's malloc calls per proxied request
-#   (perf uprobe on libc's malloc; root).
+#   (perf uprobe on libc's malloc; root). COUNT_EVENTS="event ...": also those perf events
+#   per request (e.g. uprobes made with perf probe -x <library> <function>).
 # COMPARE_BINARY=path: also run that smart-bff build ("alt": same database, same session)
 #   in every round, right after this one: an A/B of two builds on the same machine state.
 # COMPARE_ENV="NAME=value ...": extra environment for the alt process only (for a spike
@@ -116,9 +117,13 @@ if [ -n "${MALLOC_COUNT:-}" ]; then
   perf probe -q -x "$(ldconfig -p | awk '/libc.so.6 .*x86-64/ { print $NF; exit }')" malloc 2>/dev/null || true
   wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$WORK/headers.lua" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null & wrk_pid=$!
   sleep 1
-  counts=$(perf stat -x, -e probe_libc:malloc -e syscalls:sys_enter_read -p "$BFF_PID" -- sleep "$((SECS > 3 ? SECS - 2 : 1))" 2>&1)
+  extra=""; for e in ${COUNT_EVENTS:-}; do extra="$extra -e $e"; done
+  counts=$(perf stat -x, -e probe_libc:malloc -e syscalls:sys_enter_read $extra -p "$BFF_PID" -- sleep "$((SECS > 3 ? SECS - 2 : 1))" 2>&1)
   wait $wrk_pid
   echo "$counts" | awk -F, '/malloc/ { m = $1 } /sys_enter_read/ { r = $1 } END { printf "allocations per proxied request: %.1f (%s malloc calls, %s request reads)\n", m / r, m, r }'
+  for e in ${COUNT_EVENTS:-}; do
+    echo "$counts" | awk -F, -v e="$e" '/sys_enter_read/ { r = $1 } $3 == e { n = $1 } END { printf "%s per proxied request: %.2f\n", e, n / r }'
+  done
 fi
 NGINX_PID=$(cat "$WORK/nginx.pid" 2>/dev/null || true)
 # The worker of the proxying server block and the upstream block are the same process; its
