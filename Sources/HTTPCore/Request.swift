@@ -81,10 +81,10 @@ public struct Request: Sendable {
     /// The value of cookie `name` from the `Cookie` header fields (the first pair with that
     /// exact name; spaces and tabs around pairs are ignored).
     public func cookie(_ name: String) -> String? {
-        let wanted = Array(name.utf8)
+        var name = name // withUTF8 is mutating; a native string is not copied
         for field in headers where field.name.equalsIgnoringASCIICase("Cookie") {
             var value = field.value
-            let found: String? = value.withUTF8 { bytes in
+            let found: String? = name.withUTF8 { wanted in value.withUTF8 { bytes in
                 var i = 0
                 let n = bytes.count
                 while i < n {
@@ -95,13 +95,13 @@ public struct Request: Sendable {
                     while last > i, bytes[last - 1] == UInt8(ascii: " ") || bytes[last - 1] == UInt8(ascii: "\t") { last -= 1 }
                     let nameEnd = i + wanted.count
                     if nameEnd < last, bytes[nameEnd] == UInt8(ascii: "="),
-                       wanted.withUnsafeBufferPointer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: bytes[i..<nameEnd])) }) {
+                       wanted.elementsEqual(UnsafeBufferPointer(rebasing: bytes[i..<nameEnd])) {
                         return String(decoding: UnsafeBufferPointer(rebasing: bytes[(nameEnd + 1)..<last]), as: UTF8.self)
                     }
                     i = end + 1
                 }
                 return nil
-            }
+            } }
             if let found { return found }
         }
         return nil
