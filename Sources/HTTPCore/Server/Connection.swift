@@ -136,14 +136,23 @@ final class Connection: @unchecked Sendable {
             let loop = self.loop
             Task(executorPreference: loop) {
                 let response = await work()
-                loop.execute { [self] in
-                    server.inFlight.subtract(1, ordering: .relaxed)
-                    guard phase == .responding else { return }
-                    send(response, version: parsed.version, isHead: isHead)
-                    if phase == .reading { processInput() } else { flush() }
+                // The task prefers the loop, so it normally resumes on the loop thread and
+                // answers from there; a hop through `execute` cost an allocation and a turn.
+                if loop.inLoop {
+                    self.finish(with: response, version: parsed.version, isHead: isHead)
+                } else {
+                    loop.execute { [self] in finish(with: response, version: parsed.version, isHead: isHead) }
                 }
             }
         }
+    }
+
+    /// Loop thread: sends the response a handler produced, then reads on (or flushes).
+    private func finish(with response: Response, version: HTTPVersion, isHead: Bool) {
+        server.inFlight.subtract(1, ordering: .relaxed)
+        guard phase == .responding else { return }
+        send(response, version: version, isHead: isHead)
+        if phase == .reading { processInput() } else { flush() }
     }
 
     /// Queues `response` for writing.

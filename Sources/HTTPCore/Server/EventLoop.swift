@@ -25,9 +25,13 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     // descriptors are immutable.
     let epollFD: Int32
     private let wakeFD: Int32
-    private let pending = Mutex<[@Sendable () -> Void]>([])
+    private let pending = Mutex<[LoopWork]>([])
     /// Work posted from the loop thread itself: run before the loop waits again.
-    private var local: [@Sendable () -> Void] = []
+    private var local: [LoopWork] = []
+    /// The other half of each queue's double buffer: a queue's items run from here while new
+    /// ones go to the emptied queue, so that neither array is reallocated per loop turn.
+    private var runningLocal: [LoopWork] = []
+    private var runningPending: [LoopWork] = []
     /// The loop thread's pthread id, once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
     private var connections: [Connection?] = []
@@ -102,6 +106,16 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Runs `work` on the loop thread soon (never inline). Safe from any thread.
     package func execute(_ work: @escaping @Sendable () -> Void) {
+        post(.closure(work))
+    }
+
+    /// `TaskExecutor`: runs the job on the loop thread. (Queued as it is: wrapping each job
+    /// in a closure cost an allocation per resumed task.)
+    package func enqueue(_ job: consuming ExecutorJob) {
+        post(.job(UnownedJob(job)))
+    }
+
+    private func post(_ work: LoopWork) {
         if inLoop {
             local.append(work)
             return
@@ -116,10 +130,12 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
     }
 
-    /// `TaskExecutor`: runs the job on the loop thread.
-    package func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        execute { [unowned(unsafe) self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+    /// Loop thread: runs one queued item.
+    private func run(_ work: LoopWork) {
+        switch work {
+        case let .closure(body): body()
+        case let .job(job): job.runSynchronously(on: asUnownedTaskExecutor())
+        }
     }
 
     /// Waits until the loop thread has exited.
@@ -275,9 +291,9 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     private func runLocalWork() {
         var rounds = 0
         while !local.isEmpty && rounds < 16 {
-            let work = local
-            local.removeAll(keepingCapacity: true)
-            for item in work { item() }
+            swap(&local, &runningLocal)
+            for item in runningLocal { run(item) }
+            runningLocal.removeAll(keepingCapacity: true)
             rounds += 1
         }
     }
@@ -287,12 +303,9 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         if fd == wakeFD {
             var value: UInt64 = 0
             _ = Glibc.read(wakeFD, &value, 8)
-            let work = pending.withLock { queue in
-                let items = queue
-                queue.removeAll(keepingCapacity: true)
-                return items
-            }
-            for item in work { item() }
+            pending.withLock { queue in swap(&queue, &runningPending) }
+            for item in runningPending { run(item) }
+            runningPending.removeAll(keepingCapacity: true)
         } else if fd == listenerFD {
             server?.acceptConnections(on: self, listener: fd)
         } else if Int(fd) < connections.count, let connection = connections[Int(fd)] {
@@ -328,4 +341,13 @@ package final class EventLoopTimer {
     fileprivate let action: () -> Void
 
     fileprivate init(action: @escaping () -> Void) { self.action = action }
+}
+
+/// An item of an event loop's work queues: a closure, or a task's job (kept as it is, so that
+/// resuming a task on the loop allocates nothing).
+private enum LoopWork: @unchecked Sendable {
+    // @unchecked: an `UnownedJob` is handed from the thread that enqueues it to the loop
+    // thread, which alone runs it, once.
+    case closure(@Sendable () -> Void)
+    case job(UnownedJob)
 }
