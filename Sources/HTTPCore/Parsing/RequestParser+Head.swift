@@ -31,7 +31,7 @@ extension RequestParser {
         }
 
         // Header fields.
-        var headers = HTTPHeaders()
+        var headers = HTTPHeaders(minimumCapacity: 16) // browsers send 10 to 15 fields: one allocation, no regrowth
         var s = lf + 1
         let headerStart = s
         while true {

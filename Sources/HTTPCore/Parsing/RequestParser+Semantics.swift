@@ -8,16 +8,15 @@ extension RequestParser {
         if framing.upgrade { return .failure(.bad("protocol upgrade is not supported")) }
 
         // Host (RFC 9112 §3.2).
-        let hosts = framing.hosts
-        if hosts.count > 1 { return .failure(.bad("more than one Host")) }
-        if line.version == .http11, hosts.isEmpty { return .failure(.bad("missing Host")) }
-        if let host = hosts.first, !host.utf8.allSatisfy({ ByteClass.host[Int($0)] }) {
+        if framing.hostCount > 1 { return .failure(.bad("more than one Host")) }
+        if line.version == .http11, framing.hostCount == 0 { return .failure(.bad("missing Host")) }
+        if let host = framing.host, !host.utf8.allSatisfy({ ByteClass.host[Int($0)] }) {
             return .failure(.bad("invalid Host"))
         }
 
         // Request target form (RFC 9112 §3.2).
         let target: String
-        switch normalizeTarget(line.target, method: line.method, host: hosts.first) {
+        switch normalizeTarget(line.target, method: line.method, host: framing.host) {
         case let .success(t): target = t
         case let .failure(e): return .failure(e)
         }
@@ -128,7 +127,9 @@ extension RequestParser {
 
 /// The header fields that decide how a message is framed, gathered in one pass.
 struct FramingFields {
-    var hosts: [String] = []
+    /// The first Host field, and how many there are (one is the rule: no array per request).
+    var host: String?
+    var hostCount = 0
     var connection: [String] = []
     var transferEncoding: [String] = []
     var contentLength: [String] = []
@@ -138,7 +139,9 @@ struct FramingFields {
     init(_ headers: HTTPHeaders) {
         for (name, value) in headers {
             switch name.utf8.count {
-            case 4 where name.equalsIgnoringASCIICase("Host"): hosts.append(value)
+            case 4 where name.equalsIgnoringASCIICase("Host"):
+                host = host ?? value
+                hostCount += 1
             case 6 where name.equalsIgnoringASCIICase("Expect"): expect = expect ?? value
             case 7 where name.equalsIgnoringASCIICase("Upgrade"): upgrade = true
             case 10 where name.equalsIgnoringASCIICase("Connection"): connection.append(value)
