@@ -30,7 +30,7 @@ struct FHIRProxy: Sendable {
             let tokens = try await refresher.tokens(for: launch)
             (token, version) = (tokens.accessToken, tokens.version)
         }
-        let url = launch.iss + "/" + path + (request.query.map { "?" + $0 } ?? "")
+        let url = FHIRProxy.upstreamURL(base: launch.iss, path: path, query: request.query)
         var upstream = try await send(request, iss: launch.iss, url: url, token: token)
         if upstream.status == 401 {
             // Once: the EHR may have ended the token early.
@@ -40,6 +40,20 @@ struct FHIRProxy: Sendable {
             upstream = try await send(request, iss: launch.iss, url: url, token: tokens.accessToken)
         }
         return try await respond(upstream, request: request, launch: launch, rewriter: entry.rewriter)
+    }
+
+    /// The front end's conditional-request fields, passed on as they are.
+    private static let conditionalFields = ["If-None-Match", "If-Modified-Since"]
+
+    /// `base/path?query`, built in one string.
+    private static func upstreamURL(base: String, path: String, query: String?) -> String {
+        var url = ""
+        url.reserveCapacity(base.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 2)
+        url += base
+        url += "/"
+        url += path
+        if let query { url += "?"; url += query }
+        return url
     }
 
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
@@ -53,8 +67,11 @@ struct FHIRProxy: Sendable {
     }
 
     private func send(_ request: Request, iss: String, url: String, token: String) async throws -> HTTPClientStreamingResponse {
-        var headers = [("Authorization", "Bearer " + token), ("Accept", request.headers["Accept"] ?? "application/fhir+json")]
-        for name in ["If-None-Match", "If-Modified-Since"] {
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(2 + FHIRProxy.conditionalFields.count)
+        headers.append(("Authorization", "Bearer " + token))
+        headers.append(("Accept", request.headers["Accept"] ?? "application/fhir+json"))
+        for name in FHIRProxy.conditionalFields {
             if let value = request.headers[name] { headers.append((name, value)) }
         }
         let started = ContinuousClock.now
