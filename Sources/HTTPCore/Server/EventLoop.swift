@@ -269,7 +269,36 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
         let actions = stopActions
         stopActions = []
         for action in actions { action() }
+        unwind()
         stopped.signal()
+    }
+
+    /// Loop thread, once stopped: runs the work that the closed connections and the stop
+    /// actions set off, so that the tasks they resumed with errors run to their end (a
+    /// proxied read records its audit entry; a handler lets go of what it holds). Returns
+    /// once no work has come for `quietPeriod`, or after `limit` at most; work posted later
+    /// is never run.
+    private func unwind(quietPeriod: Double = 0.02, limit: Double = 2) {
+        let deadline = now + limit
+        var lastWork = now
+        var event = epoll_event()
+        while now < deadline && now - lastWork < quietPeriod {
+            var ran = false
+            while !local.isEmpty {
+                runLocalWork()
+                ran = true
+            }
+            let waiting = pending.withLock { !$0.isEmpty }
+            if waiting {
+                handle(epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFD)))
+                ran = true
+            } else if !ran {
+                // Sleeps until work is posted (the wake descriptor) or the quiet period ends.
+                _ = epoll_wait(epollFD, &event, 1, Int32((quietPeriod * 1000).rounded(.up)))
+            }
+            updateClock()
+            if ran { lastWork = now }
+        }
     }
 
     private func nextTimerDeadline() -> Double {
