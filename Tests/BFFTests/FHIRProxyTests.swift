@@ -147,6 +147,35 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         await h.sandbox.shutdown()
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 502)
+
+        // The reads without an answer are in the audit trail too (the EHR may have read the
+        // data all the same), with upstream status 0 and a failed outcome.
+        await h.bff.services.audit.flush()
+        let entries = try await h.database.store.auditEntries(since: nil)
+        #expect(entries.map(\.upstreamStatus) == [0, 200, 0])
+        let event = AuditEventExport.auditEvent(entries[0])
+        #expect(event["outcome"]?.stringValue == "8" && event["outcomeDesc"]?.stringValue == "no answer from the EHR")
+        #expect(AuditEventExport.auditEvent(entries[1])["outcome"]?.stringValue == "0")
+    }
+
+    @Test("a read still waiting on the EHR when smart-bff stops is in the audit trail")
+    func auditOfReadInFlightAtShutdown() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setFHIRDelay(.seconds(5))
+        let read = Task { try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await h.sandbox.state.fhirRequests == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await h.sandbox.state.fhirRequests == 1, "the read reached the EHR")
+        // The grace period ends long before the EHR answers.
+        await h.bff.shutdown(gracePeriod: .milliseconds(100))
+        #expect(await read.value?.status != 200)
+        let entries = try await h.database.store.auditEntries(since: nil)
+        #expect(entries.map(\.pathAndQuery) == ["/Patient/pat-1"])
+        #expect(entries.first?.upstreamStatus == 0)
     }
 
     @Test("every proxied read is in the audit trail")

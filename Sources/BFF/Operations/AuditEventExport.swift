@@ -34,8 +34,8 @@ public enum AuditEventExport {
             "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-event-type", "code": "rest", "display": "RESTful Operation"],
             "subtype": [["system": "http://hl7.org/fhir/restful-interaction", "code": e.pathAndQuery.contains("?") || e.pathAndQuery.split(separator: "/").count <= 1 ? "search-type" : "read"]],
             "action": "R", "recorded": .string(formatter.string(from: e.at)),
-            "outcome": .string(e.upstreamStatus < 400 ? "0" : (e.upstreamStatus < 500 ? "4" : "8")),
-            "outcomeDesc": .string("upstream HTTP \(e.upstreamStatus)"),
+            "outcome": .string(outcome(upstreamStatus: e.upstreamStatus)),
+            "outcomeDesc": .string(e.upstreamStatus == 0 ? "no answer from the EHR" : "upstream HTTP \(e.upstreamStatus)"),
             "agent": [agent],
             "source": ["observer": ["display": "smart-bff"], "type": [["system": "http://terminology.hl7.org/CodeSystem/security-source-type", "code": "4", "display": "Application Server"]]],
             "entity": .array(entities),
@@ -46,6 +46,16 @@ public enum AuditEventExport {
             event = event.setting("extension", [["url": .string(AuditEventExport.textEscapedExtension), "valueBoolean": true]])
         }
         return event
+    }
+
+    /// AuditEvent.outcome: success below 400, minor failure for 4xx, serious failure for
+    /// 5xx and for no answer at all (status 0).
+    static func outcome(upstreamStatus status: Int) -> String {
+        switch status {
+        case 1..<400: "0"
+        case 400..<500: "4"
+        default: "8"
+        }
     }
 
     /// Marks an AuditEvent whose text fields are percent-escaped.

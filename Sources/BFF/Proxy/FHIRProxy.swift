@@ -31,16 +31,19 @@ struct FHIRProxy: Sendable {
             (token, version) = (tokens.accessToken, tokens.version)
         }
         let url = FHIRProxy.upstreamURL(base: launch.iss, path: path, query: request.query)
-        var upstream = try await send(request, iss: launch.iss, url: url, token: token)
+        var upstream = try await send(request, launch: launch, url: url, token: token)
         if upstream.status == 401 {
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
             upstream.body.cancel()
-            upstream = try await send(request, iss: launch.iss, url: url, token: tokens.accessToken)
+            upstream = try await send(request, launch: launch, url: url, token: tokens.accessToken)
         }
         return try await respond(upstream, request: request, launch: launch, rewriter: entry.rewriter)
     }
+
+    /// The upstream status an audit entry carries when the EHR gave no response head.
+    static let noAnswer = 0
 
     /// The front end's conditional-request fields, passed on as they are.
     private static let conditionalFields = ["If-None-Match", "If-Modified-Since"]
@@ -66,7 +69,11 @@ struct FHIRProxy: Sendable {
         }
     }
 
-    private func send(_ request: Request, iss: String, url: String, token: String) async throws -> HTTPClientStreamingResponse {
+    /// The upstream's response head; a read that gets none (the EHR did not answer in time,
+    /// could not be reached, or broke off) is in the audit trail with upstream status 0: the
+    /// EHR may have read the data even so.
+    private func send(_ request: Request, launch: LaunchRecord, url: String, token: String) async throws -> HTTPClientStreamingResponse {
+        let iss = launch.iss
         var headers: [(String, String)] = []
         headers.reserveCapacity(2 + FHIRProxy.conditionalFields.count)
         headers.append(("Authorization", "Bearer " + token))
@@ -86,6 +93,7 @@ struct FHIRProxy: Sendable {
             // go): that EHR was reached, and the failure is a truncation.
             let kind = error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated" : "unreachable"
             services.metrics.recordUpstreamError(kind)
+            auditRecorder(request: request, launch: launch, status: FHIRProxy.noAnswer)(0)
             if !error.isTruncated { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
