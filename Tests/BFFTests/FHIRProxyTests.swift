@@ -176,6 +176,9 @@ struct FHIRProxyTests {
         let entries = try await h.database.store.auditEntries(since: nil)
         #expect(entries.map(\.pathAndQuery) == ["/Patient/pat-1"])
         #expect(entries.first?.upstreamStatus == 0)
+        let metrics = h.bff.services.metrics.render(activeSessions: nil, pool: nil, audit: h.bff.services.audit.status)
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"cancelled\"} 1") && !metrics.contains("kind=\"unreachable\""),
+                "a read cut short by the stop is not the EHR's failure")
     }
 
     @Test("every proxied read is in the audit trail")

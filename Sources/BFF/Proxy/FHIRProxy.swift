@@ -91,10 +91,12 @@ struct FHIRProxy: Sendable {
         } catch {
             // A body can break off before its head is handed over (all of it arrived in one
             // go): that EHR was reached, and the failure is a truncation.
-            let kind = error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated" : "unreachable"
+            // Cancelled: this process stopped while the EHR was still answering; no fault of the EHR's.
+            let kind = error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated"
+                : error.isCancelled ? "cancelled" : "unreachable"
             services.metrics.recordUpstreamError(kind)
             auditRecorder(request: request, launch: launch, status: FHIRProxy.noAnswer)(0)
-            if !error.isTruncated { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
+            if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
