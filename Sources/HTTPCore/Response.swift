@@ -10,7 +10,9 @@ public enum ResponseBody: Sendable {
     /// A streamed body. With `length`, it is sent with `Content-Length` and must produce exactly
     /// that many bytes; without, it is sent chunked (HTTP/1.1) or close-delimited (HTTP/1.0).
     /// If the producer throws, the connection is closed without completing the message, so
-    /// the client never mistakes a truncated body for a complete one.
+    /// the client never mistakes a truncated body for a complete one. The producer runs
+    /// exactly once: if the connection has gone before the response could be sent, with a
+    /// writer whose every write throws, so that its error path lets go of what it holds.
     case stream(length: Int?, producer: @Sendable (any BodyWriter) async throws -> Void)
 
     public static let empty = ResponseBody.bytes([])

@@ -67,6 +67,43 @@ struct ServerLifecycleLiveTests {
         #expect(closed)
     }
 
+    /// The handler answers with a stream after the server has dropped the connection (its
+    /// grace period over); the producer must still run, once, and see its writes refused,
+    /// so that what it holds is let go of (the FHIR proxy's upstream body, its audit entry).
+    @Test("a streamed answer whose connection has gone still runs its producer, with writes refused")
+    func abandonedStreamProducerRuns() async throws {
+        let waiting = Atomic(false)
+        let outcome = Mutex<String?>(nil)
+        var router = Router()
+        router.get("/stream") { _ in
+            // Resumed by the loop's stop, after the connection was dropped.
+            await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in
+                EventLoop.current!.whenStopped { resume.resume() }
+                waiting.store(true, ordering: .releasing)
+            }
+            return Response(status: .ok, body: .stream(length: nil) { writer in
+                do {
+                    try await writer.write(Array("part".utf8))
+                    outcome.withLock { $0 = "written" }
+                } catch {
+                    outcome.withLock { $0 = "refused" }
+                    throw error
+                }
+            })
+        }
+        let server = try TestHTTPServer.start(router: router) { $0.eventLoops = 1 }
+        let port = server.port
+        let client = try await runBlocking { () throws -> RawHTTPClient in
+            let c = try RawHTTPClient(port: port)
+            c.send(get("/stream"))
+            return c
+        }
+        while !waiting.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(5)) }
+        await server.shutdown(gracePeriod: .milliseconds(50))
+        #expect(outcome.withLock { $0 } == "refused")
+        #expect(try await runBlocking { client.readResponse(timeout: 5) } == nil, "no answer on a dropped connection")
+    }
+
     /// A handler still waiting when the server stops resumes later on its I/O thread's
     /// executor: that loop must outlive it (a freed loop would be used after free), while
     /// a stopped server's loops with nothing pending must go (their epoll sets, buffers).

@@ -150,9 +150,19 @@ final class Connection: @unchecked Sendable {
     /// Loop thread: sends the response a handler produced, then reads on (or flushes).
     private func finish(with response: Response, version: HTTPVersion, isHead: Bool) {
         server.inFlight.subtract(1, ordering: .relaxed)
-        guard phase == .responding else { return }
+        guard phase == .responding else {
+            abandon(response.body)
+            return
+        }
         send(response, version: version, isHead: isHead)
         if phase == .reading { processInput() } else { flush() }
+    }
+
+    /// A streamed body whose connection has gone: its producer still runs, once, with a
+    /// writer that refuses every write (see `ResponseBody.stream`).
+    private func abandon(_ body: ResponseBody) {
+        guard case let .stream(_, producer) = body else { return }
+        Task(executorPreference: loop) { try? await producer(RefusingBodyWriter()) }
     }
 
     /// Queues `response` for writing.
@@ -357,6 +367,11 @@ final class Connection: @unchecked Sendable {
 
 /// Thrown to a streaming producer when its client has gone.
 public struct ConnectionClosedError: Error, Sendable {}
+
+/// The writer of a body whose connection has gone.
+private struct RefusingBodyWriter: BodyWriter {
+    func write(_ bytes: [UInt8]) async throws { throw ConnectionClosedError() }
+}
 
 /// The `BodyWriter` a streaming producer writes through.
 final class StreamWriter: BodyWriter, @unchecked Sendable {
