@@ -169,6 +169,7 @@ struct ResponseParser {
     }
 
     /// Decides how the body is framed (RFC 9112 §6.3) and whether the connection may be reused.
+    /// The framing fields are read in place, as bytes: no strings or arrays are made for them.
     private mutating func startBody(status: Int, headers: [(name: String, value: String)]) throws(HTTPClientError) {
         var chunked = false, length: Int?
         for field in headers {
@@ -176,14 +177,10 @@ struct ResponseParser {
             case 10 where field.name.equalsIgnoringASCIICase("Connection"):
                 if ResponseParser.hasToken("close", in: field.value) { allowsReuse = false }
             case 14 where field.name.equalsIgnoringASCIICase("Content-Length"):
-                for part in field.value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-                    let value = try ResponseParser.decimal(part)
-                    guard length == nil || length == value else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
-                    length = value
-                }
+                try ResponseParser.contentLength(field.value, into: &length)
             case 17 where field.name.equalsIgnoringASCIICase("Transfer-Encoding"):
                 // Only chunked, once: nothing else was asked for (no TE field goes out).
-                guard !chunked, field.value.strippingOWS().equalsIgnoringASCIICase("chunked") else {
+                guard !chunked, ResponseParser.isChunked(field.value) else {
                     throw .malformedResponse("a transfer coding other than chunked")
                 }
                 chunked = true
@@ -205,19 +202,72 @@ struct ResponseParser {
         }
     }
 
-    /// A Content-Length value: digits only, with spaces and tabs around them but not between.
-    private static func decimal(_ bytes: Substring.UTF8View.SubSequence) throws(HTTPClientError) -> Int {
+    /// One Content-Length field's value, a comma-separated list: each element must be a
+    /// plain decimal and agree with `length` (the earlier fields'), which it then sets.
+    private static func contentLength(_ value: String, into length: inout Int?) throws(HTTPClientError) {
+        var value = value // withUTF8 is mutating; a native string is not copied
+        let valid = value.withUTF8 { bytes in
+            var start = 0
+            while true {
+                let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count
+                guard let element = decimal(bytes[start..<end]), length == nil || length == element else { return false }
+                length = element
+                guard end < bytes.count else { return true }
+                start = end + 1
+            }
+        }
+        guard valid else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
+    }
+
+    /// A Content-Length value: digits only, with spaces and tabs around them but not between;
+    /// nil if it is not.
+    private static func decimal(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
         var value = 0, digits = 0
-        var trimmed = bytes[...]
-        while let first = trimmed.first, first == 0x20 || first == 0x09 { trimmed = trimmed.dropFirst() }
-        while let last = trimmed.last, last == 0x20 || last == 0x09 { trimmed = trimmed.dropLast() }
-        for byte in trimmed {
-            guard byte >= 0x30 && byte <= 0x39, digits < 18 else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
+        for byte in trimmingOWS(bytes) {
+            guard byte >= 0x30 && byte <= 0x39, digits < 18 else { return nil }
             value = value * 10 + Int(byte - 0x30)
             digits += 1
         }
-        guard digits > 0 else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
-        return value
+        return digits > 0 ? value : nil
+    }
+
+    /// Whether a Transfer-Encoding value is `chunked` alone (any case, OWS around it).
+    private static func isChunked(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { equalsIgnoringASCIICase(trimmingOWS($0[...]), "chunked") }
+    }
+
+    /// Whether the comma-separated `value` holds `token` (lower case; compared ignoring ASCII case).
+    private static func hasToken(_ token: StaticString, in value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { bytes in
+            var start = 0
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count
+                if equalsIgnoringASCIICase(trimmingOWS(bytes[start..<end]), token) { return true }
+                start = end + 1
+            }
+            return false
+        }
+    }
+
+    /// `bytes` without leading and trailing spaces and tabs (RFC 9110 OWS).
+    private static func trimmingOWS(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
+        var start = bytes.startIndex, end = bytes.endIndex
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        return bytes[start..<end]
+    }
+
+    /// Whether `bytes` spell `lowercase` (lower-case ASCII), letters in either case.
+    private static func equalsIgnoringASCIICase(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        let expected = lowercase.utf8Start
+        for (offset, byte) in bytes.enumerated() where byte != expected[offset] {
+            // Only a letter may differ, and only in case (bit 5).
+            guard byte | 0x20 == expected[offset], expected[offset] >= UInt8(ascii: "a"), expected[offset] <= UInt8(ascii: "z") else { return false }
+        }
+        return true
     }
 
     /// The status line and fields of a complete head (its lines end in LF or CRLF).
@@ -271,15 +321,7 @@ struct ResponseParser {
     }
 
     private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
-        var start = bytes.startIndex, end = bytes.endIndex
-        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
-        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-        return String(decoding: bytes[start..<end], as: UTF8.self)
-    }
-
-    /// Whether the comma-separated `value` holds `token` (case-insensitive).
-    private static func hasToken(_ token: String, in value: String) -> Bool {
-        value.split(separator: ",").contains { $0.strippingOWS().equalsIgnoringASCIICase(token) }
+        String(decoding: trimmingOWS(bytes), as: UTF8.self)
     }
 
     // MARK: - Chunked framing
