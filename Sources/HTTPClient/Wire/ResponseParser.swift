@@ -120,6 +120,13 @@ struct ResponseParser {
 
     /// Takes head bytes up to the end of the head (or of `input`); returns where it stopped.
     private mutating func scanHead(_ input: UnsafeRawBufferPointer, from start: Int) throws(HTTPClientError) -> Int {
+        if headBytes.isEmpty, let end = try ResponseParser.endOfHead(in: input, from: start) {
+            // The usual case, a head that arrived whole: parsed where it lies, not copied.
+            let head = UnsafeRawBufferPointer(rebasing: input[start..<end]).assumingMemoryBound(to: UInt8.self)
+            if head.count > ResponseParser.maxHeadBytes { throw ResponseParser.headTooLarge }
+            try takeHead(ResponseParser.parseHead(head))
+            return end
+        }
         if headBytes.isEmpty { headBytes.reserveCapacity(1024) } // one allocation for a usual head, not one per doubling
         var i = start
         while i < input.count {
@@ -139,24 +146,42 @@ struct ResponseParser {
                 lineStart = headBytes.count
                 continue
             }
-            guard lineStart > 0 else { throw .malformedResponse("the response starts with an empty line") }
-            try completeHead()
+            guard lineStart > 0 else { throw ResponseParser.startsWithEmptyLine }
+            let parsed = try headBytes.withUnsafeBufferPointer { bytes throws(HTTPClientError) in try ResponseParser.parseHead(bytes) }
+            headBytes.removeAll(keepingCapacity: true)
+            lineStart = 0
+            try takeHead(parsed)
             if state != .head { return i }
         }
         return i
     }
 
-    private func checkHeadSize() throws(HTTPClientError) {
-        if headBytes.count > ResponseParser.maxHeadBytes { throw .malformedResponse("the response head exceeds \(ResponseParser.maxHeadBytes) bytes") }
+    /// Where the head that starts at `start` ends (just after the LF of its empty line), if
+    /// that is in `input`.
+    private static func endOfHead(in input: UnsafeRawBufferPointer, from start: Int) throws(HTTPClientError) -> Int? {
+        var lineStart = start
+        while lineStart < input.count, let found = memchr(input.baseAddress! + lineStart, 0x0A, input.count - lineStart) {
+            let lf = UnsafeRawPointer(found) - input.baseAddress!
+            if lf == lineStart || lf == lineStart + 1 && input[lineStart] == 0x0D { // an empty line
+                guard lineStart > start else { throw startsWithEmptyLine }
+                return lf + 1
+            }
+            lineStart = lf + 1
+        }
+        return nil
     }
 
-    /// The head in `headBytes` is complete: parses it, and starts over after an interim one.
-    private mutating func completeHead() throws(HTTPClientError) {
-        let (isHTTP11, status, headers) = try headBytes.withUnsafeBufferPointer { bytes throws(HTTPClientError) in
-            try ResponseParser.parseHead(bytes)
-        }
-        headBytes.removeAll(keepingCapacity: true)
-        lineStart = 0
+    private static let startsWithEmptyLine = HTTPClientError.malformedResponse("the response starts with an empty line")
+    private static let headTooLarge = HTTPClientError.malformedResponse("the response head exceeds \(ResponseParser.maxHeadBytes) bytes")
+
+    private func checkHeadSize() throws(HTTPClientError) {
+        if headBytes.count > ResponseParser.maxHeadBytes { throw ResponseParser.headTooLarge }
+    }
+
+    /// A complete head, parsed: the final one sets up the body; after an interim (1xx) one,
+    /// the next head follows.
+    private mutating func takeHead(_ parsed: (isHTTP11: Bool, status: Int, [(name: String, value: String)])) throws(HTTPClientError) {
+        let (isHTTP11, status, headers) = parsed
         if status < 200 {
             guard status != 101 else { throw .malformedResponse("the upstream switched protocols unasked") }
             interimResponses += 1
@@ -277,8 +302,10 @@ struct ResponseParser {
         var status: (isHTTP11: Bool, code: Int)?
         var start = 0
         while start < bytes.count {
-            var end = start
-            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+            var end = bytes.count
+            if let found = memchr(bytes.baseAddress! + start, 0x0A, bytes.count - start) {
+                end = UnsafeRawPointer(found).assumingMemoryBound(to: UInt8.self) - bytes.baseAddress!
+            }
             let next = end + 1
             if end > start && bytes[end - 1] == 0x0D { end -= 1 }
             if end > start {
