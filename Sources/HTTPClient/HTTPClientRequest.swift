@@ -33,46 +33,105 @@ extension HTTPClientRequest {
             guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
                 throw .invalidRequest("a header name is not an HTTP token")
             }
-            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+            var value = value // withUTF8 is mutating; a native string is not copied
+            guard !value.withUTF8({ $0.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }) else {
                 throw .invalidRequest("a header value contains CR, LF or NUL")
             }
-            for own in ["Content-Length", "Transfer-Encoding", "Connection"] where name.equalsIgnoringASCIICase(own) {
-                throw .invalidRequest("the client sets \(own) itself")
+            if let own = HTTPClientRequest.clientsOwnField(name) { throw .invalidRequest("the client sets \(own) itself") }
+        }
+    }
+
+    /// `Content-Length`, `Transfer-Encoding` or `Connection` if `name` is that field (in any case).
+    private static func clientsOwnField(_ name: String) -> String? {
+        switch name.utf8.count {
+        case 14 where name.equalsIgnoringASCIICase("Content-Length"): "Content-Length"
+        case 17 where name.equalsIgnoringASCIICase("Transfer-Encoding"): "Transfer-Encoding"
+        case 10 where name.equalsIgnoringASCIICase("Connection"): "Connection"
+        default: nil
+        }
+    }
+
+    /// The fields the client adds unless the caller gave them.
+    private struct DefaultFields {
+        var host = true, userAgent = true, accept = true, acceptEncoding = true
+
+        /// The caller gave field `name`: its default does not go.
+        mutating func given(_ name: String) {
+            switch name.utf8.count {
+            case 4 where name.equalsIgnoringASCIICase("Host"): host = false
+            case 10 where name.equalsIgnoringASCIICase("User-Agent"): userAgent = false
+            case 6 where name.equalsIgnoringASCIICase("Accept"): accept = false
+            case 15 where name.equalsIgnoringASCIICase("Accept-Encoding"): acceptEncoding = false
+            default: break
             }
         }
     }
 
     /// The request as it goes on the wire to `url`'s server, or through a plain-http proxy
     /// (`absoluteForm`, with the proxy's `Proxy-Authorization` value if it needs one).
+    /// Written straight into one buffer of the right size: one pass over the caller's fields
+    /// finds which defaults go and how long they are.
     func encoded(for url: UpstreamURL, absoluteForm: Bool = false, proxyAuthorization: String? = nil) -> [UInt8] {
-        func given(_ name: String) -> Bool { headers.contains { $0.0.equalsIgnoringASCIICase(name) } }
-        var out: [UInt8] = []
-        out.reserveCapacity(192 + headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 } + (body?.count ?? 0))
-        func field(_ name: String, _ value: String) {
-            out.append(contentsOf: name.utf8)
-            out.append(contentsOf: ": ".utf8)
-            out.append(contentsOf: value.utf8)
-            out.append(contentsOf: "\r\n".utf8)
+        var defaults = DefaultFields()
+        var size = 192 + url.target.utf8.count + (proxyAuthorization?.utf8.count ?? 0) + (body?.count ?? 0)
+        for (name, value) in headers {
+            defaults.given(name)
+            size += name.utf8.count + value.utf8.count + 4
         }
-        out.append(contentsOf: method.utf8)
-        out.append(UInt8(ascii: " "))
-        out.append(contentsOf: (absoluteForm ? url.absoluteTarget : url.target).utf8)
-        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
-        if !given("Host") { field("Host", url.authority) }
-        if !given("User-Agent") { field("User-Agent", "smart-bff") }
-        if !given("Accept") { field("Accept", "*/*") }
+        var out: [UInt8] = []
+        out.reserveCapacity(size)
+        func field(_ name: StaticString, _ value: String) {
+            out.append(literal: name)
+            out.append(literal: ": ")
+            out.append(utf8: value)
+            out.append(literal: "\r\n")
+        }
+        out.append(utf8: method)
+        out.append(literal: " ")
+        if absoluteForm {
+            out.append(literal: url.isSecure ? "https://" : "http://")
+            url.appendAuthority(to: &out)
+        }
+        out.append(utf8: url.target)
+        out.append(literal: " HTTP/1.1\r\n")
+        if defaults.host {
+            out.append(literal: "Host: ")
+            url.appendAuthority(to: &out)
+            out.append(literal: "\r\n")
+        }
+        if defaults.userAgent { out.append(literal: "User-Agent: smart-bff\r\n") }
+        if defaults.accept { out.append(literal: "Accept: */*\r\n") }
         // Without Accept-Encoding a server may compress (RFC 9110 §12.5.3), and nothing here
         // decodes: ask for the body as it is, unless the caller chose otherwise.
-        if !given("Accept-Encoding") { field("Accept-Encoding", "identity") }
+        if defaults.acceptEncoding { out.append(literal: "Accept-Encoding: identity\r\n") }
         if let proxyAuthorization { field("Proxy-Authorization", proxyAuthorization) }
-        for (name, value) in headers { field(name, value) }
+        for (name, value) in headers {
+            out.append(utf8: name)
+            out.append(literal: ": ")
+            out.append(utf8: value)
+            out.append(literal: "\r\n")
+        }
         if let body {
             field("Content-Length", String(body.count))
         } else if method == "POST" || method == "PUT" || method == "PATCH" {
-            field("Content-Length", "0") // servers may answer 411 without it
+            out.append(literal: "Content-Length: 0\r\n") // servers may answer 411 without it
         }
-        out.append(contentsOf: "\r\n".utf8)
+        out.append(literal: "\r\n")
         if let body { out.append(contentsOf: body) }
         return out
+    }
+}
+
+extension [UInt8] {
+    /// Appends the UTF-8 of `text` in one copy (the generic append of a UTF8View showed in
+    /// the proxy's profile).
+    mutating func append(utf8 text: String) {
+        var text = text // withUTF8 is mutating; a native string is not copied
+        text.withUTF8 { append(contentsOf: $0) }
+    }
+
+    /// Appends the bytes of a literal.
+    mutating func append(literal text: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 }

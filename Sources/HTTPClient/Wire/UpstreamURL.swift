@@ -26,6 +26,21 @@ struct UpstreamURL: Sendable, Equatable {
         return port == (isSecure ? 443 : 80) ? name : "\(name):\(port)"
     }
 
+    /// Appends `authority` to `out`, without making a string of it.
+    func appendAuthority(to out: inout [UInt8]) {
+        if isIPv6 {
+            out.append(literal: "[")
+            out.append(utf8: host)
+            out.append(literal: "]")
+        } else {
+            out.append(utf8: host)
+        }
+        if port != (isSecure ? 443 : 80) {
+            out.append(literal: ":")
+            out.append(utf8: String(port))
+        }
+    }
+
     /// `host:port` (IPv6 in brackets), as a CONNECT request names its target.
     var hostAndPort: String { (isIPv6 ? "[\(host)]" : host) + ":\(port)" }
 
