@@ -80,4 +80,12 @@ struct UpstreamURLTests {
         let error = #expect(throws: HTTPClientError.self) { try UpstreamURL(text) }
         #expect(error?.isInvalidRequest == true)
     }
+
+    /// inet_pton reads a C string, which ends at a NUL: what followed it in brackets (CR,
+    /// LF, a whole header) went into the Host field unchecked.
+    @Test(arguments: ["http://[::1\u{0}\r\nX-Injected: 1]/", "http://[::1\u{0}]/", "https://[2001:db8::1\u{0}x]:8443/"])
+    func refusesAnIPv6AddressWithANUL(_ text: String) {
+        let error = #expect(throws: HTTPClientError.self) { try UpstreamURL(text) }
+        #expect(error?.isInvalidRequest == true)
+    }
 }

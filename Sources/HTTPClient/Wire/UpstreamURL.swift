@@ -113,6 +113,11 @@ struct UpstreamURL: Sendable, Equatable {
         }
         guard !hostPart.isEmpty else { throw .invalidRequest("the URL has no host") }
         if bracketed {
+            // Only what IPv6 text is made of: inet_pton stops at a NUL, and what followed it
+            // (CR, LF, a header) would go into the Host field.
+            guard hostPart.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+                throw .invalidRequest("the URL's IPv6 address is malformed")
+            }
             let address = String(decoding: hostPart, as: UTF8.self).lowercased()
             guard isAddress(address, family: AF_INET6) else { throw .invalidRequest("the URL's IPv6 address is malformed") }
             return (address, port, true)
@@ -122,6 +127,13 @@ struct UpstreamURL: Sendable, Equatable {
         // Only something of digits and dots can be an IPv4 address.
         let maybeIPv4 = hostPart.allSatisfy { $0 == UInt8(ascii: ".") || ($0 >= 0x30 && $0 <= 0x39) }
         return (host, port, maybeIPv4 && isAddress(host, family: AF_INET))
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
     }
 
     private static func isHostNameByte(_ byte: UInt8) -> Bool {
