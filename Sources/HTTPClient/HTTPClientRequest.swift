@@ -73,26 +73,20 @@ extension HTTPClientRequest {
     /// finds which defaults go and how long they are.
     func encoded(for url: UpstreamURL, absoluteForm: Bool = false, proxyAuthorization: String? = nil) -> [UInt8] {
         var defaults = DefaultFields()
-        var size = 192 + url.target.utf8.count + (proxyAuthorization?.utf8.count ?? 0) + (body?.count ?? 0)
+        var size = 192 + url.targetCount + (proxyAuthorization?.utf8.count ?? 0) + (body?.count ?? 0)
         for (name, value) in headers {
             defaults.given(name)
             size += name.utf8.count + value.utf8.count + 4
         }
         var out: [UInt8] = []
         out.reserveCapacity(size)
-        func field(_ name: StaticString, _ value: String) {
-            out.append(literal: name)
-            out.append(literal: ": ")
-            out.append(utf8: value)
-            out.append(literal: "\r\n")
-        }
         out.append(utf8: method)
         out.append(literal: " ")
         if absoluteForm {
             out.append(literal: url.isSecure ? "https://" : "http://")
             url.appendAuthority(to: &out)
         }
-        out.append(utf8: url.target)
+        url.appendTarget(to: &out)
         out.append(literal: " HTTP/1.1\r\n")
         if defaults.host {
             out.append(literal: "Host: ")
@@ -104,7 +98,11 @@ extension HTTPClientRequest {
         // Without Accept-Encoding a server may compress (RFC 9110 §12.5.3), and nothing here
         // decodes: ask for the body as it is, unless the caller chose otherwise.
         if defaults.acceptEncoding { out.append(literal: "Accept-Encoding: identity\r\n") }
-        if let proxyAuthorization { field("Proxy-Authorization", proxyAuthorization) }
+        if let proxyAuthorization {
+            out.append(literal: "Proxy-Authorization: ")
+            out.append(utf8: proxyAuthorization)
+            out.append(literal: "\r\n")
+        }
         for (name, value) in headers {
             out.append(utf8: name)
             out.append(literal: ": ")
@@ -112,7 +110,9 @@ extension HTTPClientRequest {
             out.append(literal: "\r\n")
         }
         if let body {
-            field("Content-Length", String(body.count))
+            out.append(literal: "Content-Length: ")
+            out.append(decimal: body.count)
+            out.append(literal: "\r\n")
         } else if method == "POST" || method == "PUT" || method == "PATCH" {
             out.append(literal: "Content-Length: 0\r\n") // servers may answer 411 without it
         }
@@ -128,6 +128,16 @@ extension [UInt8] {
     mutating func append(utf8 text: String) {
         var text = text // withUTF8 is mutating; a native string is not copied
         text.withUTF8 { append(contentsOf: $0) }
+    }
+
+    /// Appends `value` (not negative) in decimal digits, without making a string of it.
+    mutating func append(decimal value: Int) {
+        var scale = 1
+        while scale <= value / 10 { scale *= 10 }
+        while scale > 0 {
+            append(UInt8(ascii: "0") + UInt8(value / scale % 10))
+            scale /= 10
+        }
     }
 
     /// Appends the bytes of a literal.

@@ -14,10 +14,31 @@ struct UpstreamURL: Sendable, Equatable {
     /// Lowercased host name, dotted IPv4 address, or IPv6 address without brackets.
     let host: String
     let port: Int
-    /// The request target in origin form: the path ("/" at least) and the query.
-    let target: String
     /// The host is an IP address (no name to resolve, no SNI).
     let isIPAddress: Bool
+    /// The URL as given, and where in its UTF-8 the target lies: the target goes on the wire
+    /// from there, never copied into a string of its own (an allocation per request).
+    private let text: String
+    private let targetBytes: Range<Int>
+    /// The URL has neither path nor query (`http://host`, `http://host?q`): "/" goes first.
+    private let targetNeedsSlash: Bool
+
+    /// The request target in origin form: the path ("/" at least) and the query.
+    var target: String {
+        var target: [UInt8] = []
+        appendTarget(to: &target)
+        return String(decoding: target, as: UTF8.self)
+    }
+
+    /// Appends `target` to `out`.
+    func appendTarget(to out: inout [UInt8]) {
+        if targetNeedsSlash { out.append(UInt8(ascii: "/")) }
+        var text = text // withUTF8 is mutating; a native string is not copied
+        text.withUTF8 { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[targetBytes])) }
+    }
+
+    /// The length of `target` in bytes.
+    var targetCount: Int { targetBytes.count + (targetNeedsSlash ? 1 : 0) }
 
     /// The `Host` field's value: the host (IPv6 in brackets), with the port unless it is the
     /// scheme's default.
@@ -37,7 +58,7 @@ struct UpstreamURL: Sendable, Equatable {
         }
         if port != (isSecure ? 443 : 80) {
             out.append(literal: ":")
-            out.append(utf8: String(port))
+            out.append(decimal: port)
         }
     }
 
@@ -50,13 +71,22 @@ struct UpstreamURL: Sendable, Equatable {
     var absoluteTarget: String { (isSecure ? "https://" : "http://") + authority + target }
 
     init(_ text: String) throws(HTTPClientError) {
-        var text = text
+        var text = text // made contiguous UTF-8 here, if it was not, once
         let parsed = text.withUTF8 { bytes in Result { () throws(HTTPClientError) in try UpstreamURL.parse(bytes) } }
-        (isSecure, host, port, isIPAddress, target) = try parsed.get()
+        (isSecure, host, port, isIPAddress, targetBytes, targetNeedsSlash) = try parsed.get()
+        self.text = text
+    }
+
+    /// Equal when they lead to the same place with the same target (the fragment, which is
+    /// dropped, does not count).
+    static func == (a: UpstreamURL, b: UpstreamURL) -> Bool {
+        a.isSecure == b.isSecure && a.host == b.host && a.port == b.port && a.isIPAddress == b.isIPAddress && a.target == b.target
     }
 
     /// Over the URL's bytes: the proxy's profile showed Character-wise Substring work here.
-    private static func parse(_ url: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (Bool, String, Int, Bool, String) {
+    /// Returns the scheme, host, port, whether the host is an IP address, where the target
+    /// (path and query) lies, and whether it lacks the leading "/".
+    private static func parse(_ url: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (Bool, String, Int, Bool, Range<Int>, Bool) {
         let isSecure: Bool
         var i: Int
         if hasPrefix(url, "https://") {
@@ -71,12 +101,10 @@ struct UpstreamURL: Sendable, Equatable {
         let (host, port, isIPAddress) = try parseAuthority(UnsafeBufferPointer(rebasing: url[authorityStart..<i]), isSecure: isSecure)
         var end = i
         while end < url.count, url[end] != UInt8(ascii: "#") { end += 1 } // the fragment stays here
-        let target = UnsafeBufferPointer(rebasing: url[i..<end])
-        guard target.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+        guard url[i..<end].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
             throw .invalidRequest("the URL holds spaces, control characters or non-ASCII bytes")
         }
-        let path = String(decoding: target, as: UTF8.self)
-        return (isSecure, host, port, isIPAddress, target.first == UInt8(ascii: "/") ? path : "/" + path)
+        return (isSecure, host, port, isIPAddress, i..<end, i == end || url[i] != UInt8(ascii: "/"))
     }
 
     /// Whether `bytes` start with `prefix`, ASCII letters in any case.
@@ -115,18 +143,25 @@ struct UpstreamURL: Sendable, Equatable {
         if bracketed {
             // Only what IPv6 text is made of: inet_pton stops at a NUL, and what followed it
             // (CR, LF, a header) would go into the Host field.
-            guard hostPart.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+            guard hostPart.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }),
+                  isAddress(hostPart, family: AF_INET6) else {
                 throw .invalidRequest("the URL's IPv6 address is malformed")
             }
-            let address = String(decoding: hostPart, as: UTF8.self).lowercased()
-            guard isAddress(address, family: AF_INET6) else { throw .invalidRequest("the URL's IPv6 address is malformed") }
-            return (address, port, true)
+            return (lowercased(hostPart), port, true)
         }
         guard hostPart.allSatisfy(isHostNameByte) else { throw .invalidRequest("the URL's host name holds characters a host name cannot") }
-        let host = String(decoding: hostPart.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
         // Only something of digits and dots can be an IPv4 address.
         let maybeIPv4 = hostPart.allSatisfy { $0 == UInt8(ascii: ".") || ($0 >= 0x30 && $0 <= 0x39) }
-        return (host, port, maybeIPv4 && isAddress(host, family: AF_INET))
+        return (lowercased(hostPart), port, maybeIPv4 && isAddress(hostPart, family: AF_INET))
+    }
+
+    /// ASCII `bytes` as a string, letters in lower case; no intermediate array.
+    private static func lowercased(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        guard bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return String(decoding: bytes, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: bytes.count) { out in
+            for (offset, byte) in bytes.enumerated() { out[offset] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+            return bytes.count
+        }
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {
@@ -146,8 +181,14 @@ struct UpstreamURL: Sendable, Equatable {
         }
     }
 
-    private static func isAddress(_ text: String, family: Int32) -> Bool {
-        var buffer = in6_addr() // large enough for either family
-        return inet_pton(family, text, &buffer) == 1
+    /// Whether `text` is an address of `family` (inet_pton); its C string is made on the
+    /// stack (a String's would be an array on the heap).
+    private static func isAddress(_ text: Slice<UnsafeBufferPointer<UInt8>>, family: Int32) -> Bool {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: text.count + 1) { cString in
+            for (offset, byte) in text.enumerated() { cString[offset] = CChar(bitPattern: byte) }
+            cString[text.count] = 0
+            var buffer = in6_addr() // large enough for either family
+            return inet_pton(family, cString.baseAddress!, &buffer) == 1
+        }
     }
 }
