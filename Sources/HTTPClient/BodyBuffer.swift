@@ -15,17 +15,30 @@ final class BodyBuffer: Sendable {
         var waiter: CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?
         /// Reading was paused and has not been asked to resume yet.
         var paused = false
-        /// Ask the client to resume a paused exchange / to stop it. They hold the exchange
-        /// (which holds this buffer) until it ends: `finish` lets them go, which breaks the
+        /// Asks the client to resume a paused exchange / to stop it. It holds the exchange
+        /// (which holds this buffer) until it ends: `finish` lets it go, which breaks the
         /// cycle without a weak reference (a weak reference gives the exchange a side table,
         /// and every retain of it takes the slow path).
-        var controls: (resume: @Sendable () -> Void, cancel: @Sendable () -> Void)?
+        var controls: Controls?
+    }
+
+    /// The exchange that fills the buffer and the client that runs it. Two references, not
+    /// two closures: no closure contexts to allocate, and nothing to re-abstract when they
+    /// pass through `Mutex.withLock`'s generic result.
+    struct Controls: Sendable {
+        let client: ClientLoop
+        let exchange: Exchange
+
+        /// Reads on for the paused exchange.
+        func resume() { client.resume(exchange) }
+        /// Stops the exchange.
+        func cancel() { client.cancel(exchange) }
     }
 
     private let state: Mutex<State>
 
-    init(resume: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) {
-        state = Mutex(State(controls: (resume, cancel)))
+    init(controls: Controls) {
+        state = Mutex(State(controls: controls))
     }
 
     /// Loop thread: a piece of body, handed to a waiting consumer or kept for it. Returns
@@ -70,35 +83,35 @@ final class BodyBuffer: Sendable {
     /// Consumer: the next piece, nil at the end, or the failure, if one is ready now; nil
     /// when the consumer would have to wait.
     func nextIfReady() -> Result<[UInt8]?, HTTPClientError>? {
-        var resume: (@Sendable () -> Void)?
+        var resume: Controls?
         let ready = state.withLock { BodyBuffer.take(from: &$0, resume: &resume) }
-        resume?()
+        resume?.resume()
         return ready
     }
 
     /// Consumer: the next piece, nil at the end, or the exchange's failure.
     func next() async -> Result<[UInt8]?, HTTPClientError> {
         await withCheckedContinuation { waiter in
-            var resume: (@Sendable () -> Void)?
+            var resume: Controls?
             let ready: Piece? = state.withLock { s in
                 if let ready = BodyBuffer.take(from: &s, resume: &resume) { return ready }
                 precondition(s.waiter == nil, "HTTPBodyStream has one consumer at a time")
                 s.waiter = waiter
-                if s.paused { s.paused = false; resume = s.controls?.resume }
+                if s.paused { s.paused = false; resume = s.controls }
                 return nil
             }
             if let ready { waiter.resume(returning: ready) }
-            resume?()
+            resume?.resume()
         }
     }
 
     /// Under the lock: the first buffered piece, or the end, if either is here. Sets `resume`
     /// when taking the piece brought a paused exchange below the low-water mark.
-    private static func take(from s: inout State, resume: inout (@Sendable () -> Void)?) -> Piece? {
+    private static func take(from s: inout State, resume: inout Controls?) -> Piece? {
         if !s.chunks.isEmpty {
             let chunk = s.chunks.removeFirst()
             s.buffered -= chunk.count
-            if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls?.resume }
+            if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls }
             return .success(chunk)
         }
         return s.end.map { $0.map { nil } }
@@ -106,6 +119,6 @@ final class BodyBuffer: Sendable {
 
     /// Either side: stop the exchange (a no-op once it ended).
     func cancel() {
-        state.withLock { $0.end == nil ? $0.controls?.cancel : nil }?()
+        state.withLock { $0.end == nil ? $0.controls : nil }?.cancel()
     }
 }

@@ -49,7 +49,7 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
                 cancel()
                 throw .bodyTooLarge("response body exceeds \(limit) bytes")
             }
-            all += chunk
+            if all.isEmpty { all = chunk } else { all += chunk } // the first piece taken, not copied
         }
         return all
     }

@@ -59,7 +59,7 @@ final class Exchange: @unchecked Sendable {
     /// Streaming only: the buffer the body goes through, with the requests it makes of `owner`.
     func makeBodyBuffer(owner: ClientLoop) {
         // Strong: the buffer lets these go when the exchange ends (see BodyBuffer.State).
-        bodyBuffer = BodyBuffer(resume: { owner.resume(self) }, cancel: { owner.cancel(self) })
+        bodyBuffer = BodyBuffer(controls: BodyBuffer.Controls(client: owner, exchange: self))
     }
 
     /// Loop thread: starts the response over (the request goes again on another connection).
