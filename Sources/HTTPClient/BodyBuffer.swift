@@ -8,8 +8,28 @@ final class BodyBuffer: Sendable {
     /// Reading resumes once the consumer has brought the buffer below this.
     static let lowWater = highWater / 4
 
+    /// Pieces waiting for the consumer, oldest first. The first is kept on its own, the rest
+    /// in an array: a body that arrives in one piece (the usual small one) needs no array.
+    private struct Pieces {
+        private var first: [UInt8]?
+        private var rest: [[UInt8]] = []
+
+        mutating func append(_ piece: [UInt8]) {
+            if first == nil && rest.isEmpty { first = piece } else { rest.append(piece) }
+        }
+
+        /// The oldest piece, if any, taken out.
+        mutating func removeFirst() -> [UInt8]? {
+            if let piece = first {
+                first = nil
+                return piece
+            }
+            return rest.isEmpty ? nil : rest.removeFirst()
+        }
+    }
+
     private struct State {
-        var chunks: [[UInt8]] = []
+        var chunks = Pieces()
         var buffered = 0
         var end: Result<Void, HTTPClientError>?
         var waiter: CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?
@@ -108,8 +128,7 @@ final class BodyBuffer: Sendable {
     /// Under the lock: the first buffered piece, or the end, if either is here. Sets `resume`
     /// when taking the piece brought a paused exchange below the low-water mark.
     private static func take(from s: inout State, resume: inout Controls?) -> Piece? {
-        if !s.chunks.isEmpty {
-            let chunk = s.chunks.removeFirst()
+        if let chunk = s.chunks.removeFirst() {
             s.buffered -= chunk.count
             if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls }
             return .success(chunk)

@@ -21,7 +21,12 @@ public struct HTTPClientResponse: Sendable {
 extension [(name: String, value: String)] {
     /// The first value of field `name`, compared case-insensitively (ASCII).
     func firstValue(named name: String) -> String? {
-        for field in self where field.name.equalsIgnoringASCIICase(name) { return field.value }
+        // Names of another length are passed over here, without a call (and the retains of
+        // its arguments) for each.
+        let length = name.utf8.count
+        for index in indices where self[index].name.utf8.count == length && self[index].name.equalsIgnoringASCIICase(name) {
+            return self[index].value
+        }
         return nil
     }
 }
