@@ -229,7 +229,7 @@ public final class PostgresSessionStore: SessionStore {
     // MARK: Audit and upkeep
 
     public func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws {
-        // Keyset paging on (at, id): each page is one indexed range scan, however long the
+        // Keyset paging on (at, id), the primary key: each page is one index range scan, however long the
         // trail. The cursor holds `at` as whole microseconds, exact where a Double is not, and
         // goes back as whole seconds plus microseconds: `micros * interval '1 microsecond'`
         // multiplies in floating point, inexact beyond 2^53 µs (the 23rd century), where the
@@ -272,13 +272,15 @@ public final class PostgresSessionStore: SessionStore {
 
     /// Deletes audit entries older than `cutoff`, oldest first, a chunk per statement: a
     /// first sweep after a long stop, or after the retention was shortened, may have years
-    /// of rows to remove, which one statement would hold in a single huge transaction.
+    /// of rows to remove, which one statement would hold in a single huge transaction. The
+    /// chunk is found on the primary key and deleted by row address (a `Tid Scan`; matching
+    /// on (at, id) instead made PostgreSQL scan the whole table for each chunk).
     func deleteAudit(before cutoff: Date, chunk: Int = PostgresSessionStore.auditDeleteChunk) async throws -> Int {
         var total = 0
         while true {
             let rows = try await pool.query("""
-                WITH a AS (DELETE FROM audit_events WHERE id IN (
-                    SELECT id FROM audit_events WHERE at < to_timestamp(\(cutoff)) ORDER BY at LIMIT \(chunk)) RETURNING 1)
+                WITH a AS (DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
+                    SELECT ctid FROM audit_events WHERE at < to_timestamp(\(cutoff)) ORDER BY at, id LIMIT \(chunk))) RETURNING 1)
                 SELECT count(*) FROM a
                 """)
             let deleted = try rows.first?.int(0) ?? 0
