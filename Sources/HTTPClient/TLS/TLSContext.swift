@@ -6,7 +6,10 @@ import Synchronization
 /// against the system's CA store (or one PEM file in its place) and host names checked
 /// against the certificate (`TLSSession`). The last resumable session of each host and port
 /// is kept, so that a new connection to an upstream that closes connections often resumes
-/// instead of doing a full handshake.
+/// instead of doing a full handshake. A TLS 1.3 ticket may so resume more than one connection
+/// (RFC 8446 C.4 advises against it, for privacy): taking each ticket once made every other
+/// reconnect a full handshake (OpenSSL servers issue no new ticket on a resumed connection),
+/// and connections from one server to one EHR are linked by their addresses anyway.
 ///
 /// OpenSSL allows `SSL_new` on a context from any thread once it is set up; nothing changes
 /// it afterwards; the sessions sit behind a mutex. Hence `@unchecked Sendable`.
