@@ -19,18 +19,19 @@ quiet() { { "$@" 2>&1; } | { grep -v 'Cannot export local symbol' || true; }; }
 case "$TARGET" in
   request)
     SEEDS=Fuzz/corpus; MAX_LEN=4096
-    quiet swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name HTTPCoreFuzz \
+    quiet swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name HTTPCoreFuzz -package-name fuzz \
       Sources/HTTPCore/Parsing/*.swift Sources/HTTPCore/HTTPHeaders.swift Sources/HTTPCore/HTTPStatus.swift \
       Sources/HTTPCore/HTTPVersion.swift Sources/HTTPCore/PercentEncoding.swift Fuzz/RequestParserFuzz/FuzzMain.swift \
       -o "$OUT/request-fuzz" ;;
   response)
     SEEDS=Fuzz/response-corpus; MAX_LEN=8192
-    # The one HTTPCore file the parser uses (ASCII case-insensitive comparison), as a module.
+    # The HTTPCore files the parser uses (ASCII case-insensitive comparison, byte classes),
+    # as a module of one package with it (ByteClass is package-visible).
     mkdir -p "$OUT/modules"
-    quiet swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name HTTPCore -emit-module -emit-library -static \
-      -emit-module-path "$OUT/modules/HTTPCore.swiftmodule" Sources/HTTPCore/HTTPHeaders.swift -o "$OUT/modules/libHTTPCore.a"
-    quiet swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name HTTPClientFuzz -I "$OUT/modules" \
-      Sources/HTTPClient/Wire/ResponseParser.swift Sources/HTTPClient/Wire/TokenByte.swift Sources/HTTPClient/HTTPClientError.swift \
+    quiet swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name HTTPCore -package-name fuzz -emit-module -emit-library -static \
+      -emit-module-path "$OUT/modules/HTTPCore.swiftmodule" Sources/HTTPCore/HTTPHeaders.swift Sources/HTTPCore/Parsing/ByteClass.swift -o "$OUT/modules/libHTTPCore.a"
+    quiet swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name HTTPClientFuzz -package-name fuzz -I "$OUT/modules" \
+      Sources/HTTPClient/Wire/ResponseParser.swift Sources/HTTPClient/HTTPClientError.swift \
       Fuzz/ResponseParserFuzz/FuzzMain.swift "$OUT/modules/libHTTPCore.a" -o "$OUT/response-fuzz" ;;
   *) echo "usage: scripts/fuzz.sh [seconds] [request|response]" >&2; exit 2 ;;
 esac

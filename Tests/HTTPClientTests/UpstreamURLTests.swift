@@ -46,7 +46,6 @@ struct UpstreamURLTests {
         #expect(url.target == expected.target)
         #expect(url.authority == expected.authority)
         #expect(url.isIPAddress == expected.isIPAddress)
-        #expect(url.absoluteTarget == (expected.isSecure ? "https://" : "http://") + expected.authority + expected.target)
     }
 
     /// A CONNECT names the port even when it is the default one.

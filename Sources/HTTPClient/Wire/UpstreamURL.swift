@@ -43,8 +43,9 @@ struct UpstreamURL: Sendable, Equatable {
     /// The `Host` field's value: the host (IPv6 in brackets), with the port unless it is the
     /// scheme's default.
     var authority: String {
-        let name = isIPv6 ? "[\(host)]" : host
-        return port == (isSecure ? 443 : 80) ? name : "\(name):\(port)"
+        var authority: [UInt8] = []
+        appendAuthority(to: &authority)
+        return String(decoding: authority, as: UTF8.self)
     }
 
     /// Appends `authority` to `out`, without making a string of it.
@@ -66,9 +67,6 @@ struct UpstreamURL: Sendable, Equatable {
     var hostAndPort: String { (isIPv6 ? "[\(host)]" : host) + ":\(port)" }
 
     private var isIPv6: Bool { host.utf8.contains(UInt8(ascii: ":")) }
-
-    /// The target in absolute form, as a request through a plain-http proxy carries it.
-    var absoluteTarget: String { (isSecure ? "https://" : "http://") + authority + target }
 
     init(_ text: String) throws(HTTPClientError) {
         var text = text // made contiguous UTF-8 here, if it was not, once
@@ -101,7 +99,7 @@ struct UpstreamURL: Sendable, Equatable {
         let (host, port, isIPAddress) = try parseAuthority(UnsafeBufferPointer(rebasing: url[authorityStart..<i]), isSecure: isSecure)
         var end = i
         while end < url.count, url[end] != UInt8(ascii: "#") { end += 1 } // the fragment stays here
-        guard url[i..<end].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+        guard url[i..<end].allSatisfy({ ByteClass.target.contains($0) }) else {
             throw .invalidRequest("the URL holds spaces, control characters or non-ASCII bytes")
         }
         return (isSecure, host, port, isIPAddress, i..<end, i == end || url[i] != UInt8(ascii: "/"))

@@ -1,6 +1,6 @@
 /// A set of bytes as two 64-bit masks plus a flag for 0x80...0xFF: trivially copyable, so
 /// checking a byte costs a shift and a mask, with no array access or reference counting.
-struct ByteSet: Sendable {
+package struct ByteSet: Sendable {
     private let low: UInt64
     private let high: UInt64
     private let upper: Bool
@@ -15,19 +15,19 @@ struct ByteSet: Sendable {
     }
 
     @inline(__always)
-    func contains(_ b: UInt8) -> Bool {
+    package func contains(_ b: UInt8) -> Bool {
         if b < 64 { return low & (1 << UInt64(b)) != 0 }
         if b < 128 { return high & (1 << UInt64(b - 64)) != 0 }
         return upper
     }
 
-    subscript(_ b: Int) -> Bool { contains(UInt8(truncatingIfNeeded: b)) }
+    package subscript(_ b: Int) -> Bool { contains(UInt8(truncatingIfNeeded: b)) }
 }
 
-/// Character classes of RFC 9110 §5.6.
-enum ByteClass {
+/// Character classes of RFC 9110 §5.6, for the server's parser and the client's alike.
+package enum ByteClass {
     /// tchar: `!#$%&'*+-.^_`|~`, digits and letters.
-    static let token = ByteSet { b in
+    package static let token = ByteSet { b in
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
         default: return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
@@ -35,13 +35,13 @@ enum ByteClass {
     }
 
     /// field-vchar, SP and HTAB: what a field value may hold (obs-text included).
-    static let fieldValue = ByteSet { b in b == 0x09 || b == 0x20 || (b >= 0x21 && b != 0x7F) }
+    package static let fieldValue = ByteSet { b in b == 0x09 || b == 0x20 || (b >= 0x21 && b != 0x7F) }
 
     /// Visible ASCII: what a request-target may hold.
-    static let target = ByteSet { b in b >= 0x21 && b <= 0x7E }
+    package static let target = ByteSet { b in b >= 0x21 && b <= 0x7E }
 
     /// What a Host value may hold: reg-name, IP literals and a port.
-    static let host = ByteSet { b in
+    package static let host = ByteSet { b in
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
         default: return Array("-._~!$&'()*+,;=:[]%".utf8).contains(b)
@@ -49,7 +49,7 @@ enum ByteClass {
     }
 
     /// What a caller-supplied request id may hold.
-    static let requestID = ByteSet { b in
+    package static let requestID = ByteSet { b in
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
         default: return b == UInt8(ascii: "-") || b == UInt8(ascii: "_") || b == UInt8(ascii: ".")
