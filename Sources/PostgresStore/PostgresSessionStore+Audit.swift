@@ -25,6 +25,30 @@ extension PostgresSessionStore {
         }
     }
 
+    /// Stores entries as they come, in one `COPY`: all of them, or none when it throws. Each
+    /// piece `next` returns is sent at once, so the database works on the rows as they come
+    /// rather than in one burst at the end; when `next` returns nil, the rows are committed.
+    /// A batch refused for its data is written again as `appendAudit(_:)` does.
+    public func appendAudit(streaming next: () async -> [AuditEntry]?) async throws {
+        var sent: [AuditEntry] = []
+        do {
+            try await pool.withConnection { connection in
+                try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }
+                while let piece = await next() {
+                    guard !piece.isEmpty else { continue }
+                    sent += piece
+                    let rows = PostgresSessionStore.auditRows(piece[...])
+                    try await connection.run { try $0.sendCopyData(rows) }
+                }
+                try await connection.run { try $0.endCopy() }
+            }
+        } catch let error as PostgresError where error.isRefusedValue {
+            try await pool.withTransaction { [sent] connection in
+                try await PostgresSessionStore.copyIsolatingRefused(sent[...], on: connection)
+            }
+        }
+    }
+
     /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
     /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
     static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes, text_escaped) FROM STDIN (FORMAT binary)"

@@ -64,6 +64,10 @@ public protocol SessionStore: Sendable {
     /// cannot keep as it is (NUL, a character the database's encoding lacks) is kept with
     /// its text fields percent-escaped and `textEscaped` set.
     func appendAudit(_ entries: [AuditEntry]) async throws
+    /// Appends audit entries as they come, all of them or none, like `appendAudit(_:)`: each
+    /// piece `next` returns is sent to the database at once, and when it returns nil the
+    /// entries are committed. `next` may wait for entries before it returns.
+    func appendAudit(streaming next: () async -> [AuditEntry]?) async throws
     /// Calls `body` with the audit entries at or after `since`, oldest first (by time, then
     /// in the order written), at most `pageSize` at a time: the trail is never read whole.
     func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws

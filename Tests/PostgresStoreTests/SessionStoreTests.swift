@@ -225,8 +225,9 @@ struct SessionStoreTests {
         }
     }
 
-    @Test("audit entries the database refuses are kept, escaped; the rest of their batch goes in unchanged")
-    func refusedAuditEntries() async throws {
+    @Test("audit entries the database refuses are kept, escaped; the rest of their batch goes in unchanged",
+          arguments: [false, true])
+    func refusedAuditEntries(streamed: Bool) async throws {
         let db = try await TestDatabase.make()
         let entries = (0..<9).map { (i: Int) -> AuditEntry in
             let patient: String = i == 6 ? "pat\u{0}ient" : "p\(i)"
@@ -234,7 +235,12 @@ struct SessionStoreTests {
             return AuditEntry(at: now.addingTimeInterval(Double(i)), launchHash: "h\(i)", iss: "i", sub: "s", fhirUser: nil,
                               patient: patient, method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: Int64(i))
         }
-        try await db.store.appendAudit(entries)
+        if streamed { // three pieces of one COPY: the refused entries are in the first and the third
+            var pieces = [entries[0..<3], entries[3..<5], entries[5...]].map(Array.init).makeIterator()
+            try await db.store.appendAudit(streaming: { pieces.next() })
+        } else {
+            try await db.store.appendAudit(entries)
+        }
         let stored = try await db.store.auditEntries(since: nil)
         #expect(stored.map(\.launchHash) == (0..<9).map { "h\($0)" })
         #expect(stored[2].pathAndQuery == "/Patient/a%00b?name=%C3%A9%25")

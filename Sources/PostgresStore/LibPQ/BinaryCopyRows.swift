@@ -1,24 +1,25 @@
 import Foundation
 
-/// Rows in PostgreSQL's binary `COPY` format, for `PostgresConnection.copyIn`: the
-/// signature and header, then per row a field count and each field as a length and bytes
-/// (length -1 for NULL), then the trailer. Values are sent as the column types' binary
-/// forms, so the server neither parses statement text nor converts values: for batches of
-/// audit rows this costs PostgreSQL far less than a many-row `INSERT` with parameters.
+/// Rows in PostgreSQL's binary `COPY` format, for `PostgresConnection.copyIn` and
+/// `sendCopyData`: per row a field count and each field as a length and bytes (length -1
+/// for NULL). The connection sends the format's header and trailer around them. Values go
+/// in the column types' binary forms, so the server neither parses statement text nor
+/// converts values: for batches of audit rows this costs PostgreSQL far less than a many-row
+/// `INSERT` with parameters.
 ///
 /// Each row must give exactly the fields, in order and of the types, that the `COPY`
 /// statement's column list declares; the server refuses the whole batch otherwise.
 public struct BinaryCopyRows: Sendable {
     /// "PGCOPY\n\377\r\n\0", flags (no OIDs), header extension length.
-    private static let header: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00] + [0, 0, 0, 0] + [0, 0, 0, 0]
+    static let header: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00] + [0, 0, 0, 0] + [0, 0, 0, 0]
     /// Microseconds from the Unix epoch to PostgreSQL's, 2000-01-01 00:00:00 UTC.
     private static let postgresEpochMicroseconds: Int64 = 946_684_800_000_000
 
     private(set) var bytes: [UInt8]
 
     public init(reservingCapacity capacity: Int = 0) {
-        bytes = BinaryCopyRows.header
-        bytes.reserveCapacity(BinaryCopyRows.header.count + capacity)
+        bytes = []
+        bytes.reserveCapacity(capacity)
     }
 
     /// Starts a row of `fields` fields.

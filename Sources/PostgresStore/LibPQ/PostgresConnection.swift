@@ -90,6 +90,16 @@ public final class PostgresConnection: @unchecked Sendable {
     /// input), with `rows` as its data (blocking; call on `queue`). Like any one statement
     /// outside a transaction, it stores all of the rows or none.
     public func copyIn(_ statement: String, rows data: BinaryCopyRows) throws(PostgresError) {
+        try beginCopy(statement)
+        try sendCopyData(data)
+        try endCopy()
+    }
+
+    /// Starts `statement`, a `COPY ... FROM STDIN (FORMAT binary)` (constant text, never
+    /// input), and sends the binary format's header. Rows follow with `sendCopyData`, as
+    /// they come; `endCopy` ends the statement (blocking; call on `queue`). Meanwhile the
+    /// connection does nothing else.
+    public func beginCopy(_ statement: String) throws(PostgresError) {
         guard let started = PQexec(conn, statement) else {
             throw .connection("PostgreSQL connection failed: " + PostgresError.redact(String(cString: PQerrorMessage(conn))))
         }
@@ -98,9 +108,21 @@ public final class PostgresConnection: @unchecked Sendable {
             throw .query(sqlState: nil, serverMessage: "not a COPY FROM STDIN statement", context: "copy")
         }
         PQclear(started)
-        let sent = send(data.bytes) && send(BinaryCopyRows.trailer)
+        try sendCopyData(BinaryCopyRows.header)
+    }
+
+    /// Sends rows of the `COPY` under way and flushes them, so that the server works on
+    /// them now rather than all at the end (blocking; call on `queue`). A value the server
+    /// refuses is reported by `endCopy`.
+    public func sendCopyData(_ data: BinaryCopyRows) throws(PostgresError) {
+        try sendCopyData(data.bytes)
+    }
+
+    /// Ends the `COPY` under way and reads its outcome (blocking; call on `queue`): the
+    /// first failure is thrown, after every result has been read.
+    public func endCopy() throws(PostgresError) {
+        let sent = send(BinaryCopyRows.trailer)
         let ended = PQputCopyEnd(conn, sent ? nil : "smart-bff could not send the rows") == 1
-        // The COPY's outcome, then nothing: every result is read, the first failure reported.
         var failure: PostgresError?
         while let result = PQgetResult(conn) {
             if PQresultStatus(result) == PGRES_COPY_IN { // the end did not get through: give the connection up
@@ -111,6 +133,12 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         if let failure { throw failure }
         if !sent || !ended {
+            throw .connection("PostgreSQL connection failed: " + PostgresError.redact(String(cString: PQerrorMessage(conn))))
+        }
+    }
+
+    private func sendCopyData(_ data: [UInt8]) throws(PostgresError) {
+        guard send(data), PQflush(conn) == 0 else {
             throw .connection("PostgreSQL connection failed: " + PostgresError.redact(String(cString: PQerrorMessage(conn))))
         }
     }
