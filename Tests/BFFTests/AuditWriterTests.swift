@@ -37,6 +37,51 @@ struct AuditWriterTests {
         #expect(written.first?.pathAndQuery == "/Patient/pat-1")
         database.pool.close()
     }
+    @Test("entries reach the database as they are recorded, in pieces of one COPY that commits them together; flush commits at once")
+    func entriesStreamIntoOneCopy() async throws {
+        let database = try await TestDatabase.make(poolSize: 4)
+        defer { database.pool.close() }
+        var timing = AuditWriter.Timing()
+        timing.interval = .seconds(60) // the COPY stays open until the flush
+        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test"), timing: timing)
+
+        writer.record(entry("/Patient/1"))
+        #expect(try await copyProgress(database, reaches: 1), "the first entry was not sent while its COPY was open")
+        writer.record(entry("/Patient/2"))
+        #expect(try await copyProgress(database, reaches: 2), "the second entry did not join the open COPY")
+        #expect(try await database.store.auditEntries(since: nil).isEmpty, "entries were committed before their COPY ended")
+        #expect(writer.status.pending == 2)
+
+        let flushing = ContinuousClock.now
+        await writer.flush()
+        #expect(ContinuousClock.now - flushing < .seconds(30), "the flush waited for the COPY's interval")
+        #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1", "/Patient/2"])
+        #expect(writer.status.pending == 0 && writer.status.written == 2 && writer.status.failedWrites == 0, "\(writer.status)")
+    }
+
+    @Test("a COPY cut off midway (its server process ended) loses nothing and writes nothing twice")
+    func copyCutOffLosesNothing() async throws {
+        let database = try await TestDatabase.make(poolSize: 4)
+        defer { database.pool.close() }
+        var timing = AuditWriter.Timing()
+        timing.interval = .seconds(60)
+        let logs = LogSink()
+        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test") { JSONLogHandler(label: $0, sink: logs) },
+                                 timing: timing)
+
+        writer.record(entry("/Patient/1"))
+        #expect(try await copyProgress(database, reaches: 1))
+        try await database.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_progress_copy WHERE relid = 'audit_events'::regclass")
+        await writer.flush() // ends the COPY, which fails
+        #expect(logs.captured.contains { $0.contains("audit write failed") })
+        #expect(writer.status.failedWrites == 1 && writer.status.pending == 1 && writer.status.written == 0, "\(writer.status)")
+
+        writer.record(entry("/Patient/2"))
+        await writer.flush()
+        #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1", "/Patient/2"])
+        #expect(writer.status.pending == 0 && writer.status.written == 2 && writer.status.failedWrites == 1, "\(writer.status)")
+    }
+
     @Test("audit export writes one AuditEvent line per entry, oldest first, a page per write")
     func export() async throws {
         let database = try await TestDatabase.make()
@@ -56,5 +101,22 @@ struct AuditWriterTests {
             return event["entity"]?.arrayValue?.first?["what"]?["identifier"]?["value"]?.stringValue
         }
         #expect(paths == (0..<12).reversed().map { "/Patient/\($0)" })
+    }
+
+    private func entry(_ path: String) -> AuditEntry {
+        AuditEntry(at: Date(), launchHash: "launch-hash", iss: "https://ehr.example/fhir", sub: "practitioner-1", fhirUser: nil,
+                   patient: "pat-1", method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: 1398)
+    }
+
+    /// Whether a `COPY` into the audit table is open and has processed `count` rows, within 30 s.
+    private func copyProgress(_ database: TestDatabase, reaches count: Int) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let rows = try await database.pool.query(
+                "SELECT tuples_processed FROM pg_stat_progress_copy WHERE relid = 'audit_events'::regclass")
+            if let processed = try rows.first?.int(0), processed >= count { return true }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return false
     }
 }

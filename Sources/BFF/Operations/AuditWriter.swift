@@ -3,19 +3,33 @@ import Logging
 import Sessions
 import Synchronization
 
-/// Buffers PHI access audit entries and writes them in batches, so that the FHIR hot path
-/// does not wait for a commit per request. Entries are flushed every 200 ms, at 2 000
-/// entries, and at shutdown. `record` only appends under a lock: no task per entry.
-/// (Each flush is one binary `COPY` and one commit; under load, fewer and larger batches
-/// cost the database less per entry: at 20 000 reads/s, flushing at 200 entries instead of
-/// 2 000 cost PostgreSQL a third more CPU per read.)
+/// Writes PHI access audit entries to the store without the FHIR hot path waiting for a
+/// commit: `record` only appends under a lock (no task per entry).
 ///
-/// A failed write keeps its entries and is retried on its own, 0.5 s later at first and
-/// then at doubling intervals up to 30 s, until the database takes them: the trail does not
+/// One writer task at a time streams the entries into the database. It opens a `COPY`,
+/// sends what has been recorded every 10 ms, and commits after 200 ms or 2 000 entries;
+/// then it opens the next `COPY` if entries are waiting, or ends until one is recorded.
+/// - Pieces, not one burst per batch: the database works on rows as they come. Where
+///   PostgreSQL shares its cores with smart-bff, a burst of 2 000 rows held the cores for
+///   milliseconds and showed in the proxy's p99 (BENCHMARKS.md).
+/// - Few commits: at 20 000 reads/s, committing every 200 entries instead of 2 000 cost
+///   PostgreSQL a third more CPU per read.
+///
+/// A failed write keeps its entries, and the writer tries again 0.5 s later at first, then
+/// at doubling intervals up to 30 s, until the database takes them: the trail does not
 /// depend on later requests to be written.
 public final class AuditWriter: Sendable {
-    static let batchSize = 2000
-    static let interval: Duration = .milliseconds(200)
+    /// When the writer sends and commits.
+    public struct Timing: Sendable {
+        /// A `COPY` is committed at this many entries...
+        public var batchSize = 2000
+        /// ...or this long after it opened.
+        public var interval: Duration = .milliseconds(200)
+        /// Pause between the pieces of a `COPY`.
+        public var pieceInterval: Duration = .milliseconds(10)
+        public init() {}
+    }
+
     static let firstRetry: Duration = .milliseconds(500)
     static let longestRetry: Duration = .seconds(30)
 
@@ -29,82 +43,173 @@ public final class AuditWriter: Sendable {
         public var failedWrites: Int
     }
 
+    private struct FlushWaiter {
+        /// `written` at which everything recorded before the flush is in the database.
+        let target: Int
+        let continuation: CheckedContinuation<Void, Never>
+    }
+
     private struct State {
         var buffer: [AuditEntry] = []
-        /// Entries of the write under way.
+        /// Entries taken by the `COPY` under way.
         var writing = 0
         var written = 0
         var failedWrites = 0
-        /// A flush is scheduled or running; it takes whatever is buffered when it starts.
-        var flushScheduled = false
-        /// Writes failed in a row; while nonzero, only the retry schedule flushes.
+        /// Writes failed in a row.
         var failures = 0
+        /// The writer task exists: writing, or pausing between pieces or before a retry.
+        var writerRunning = false
+        /// `flush()` calls waiting; while there are any, the writer does not pause.
+        var flushWaiters: [FlushWaiter] = []
+        /// The writer's pause under way, which a flush ends early.
+        var pause: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
+        var nextPauseID: UInt64 = 0
+
+        var hurry: Bool { !flushWaiters.isEmpty }
+
+        /// The flush waiters whose entries are all written (all of them, with `everyone`).
+        mutating func satisfiedWaiters(everyone: Bool = false) -> [CheckedContinuation<Void, Never>] {
+            let done = flushWaiters.filter { everyone || $0.target <= written }
+            flushWaiters.removeAll { everyone || $0.target <= written }
+            return done.map(\.continuation)
+        }
     }
 
     private let store: any SessionStore
     private let logger: Logger
+    private let timing: Timing
     private let state = Mutex(State())
 
-    public init(store: any SessionStore, logger: Logger) {
+    public init(store: any SessionStore, logger: Logger, timing: Timing = Timing()) {
         self.store = store
         self.logger = logger
+        self.timing = timing
     }
 
     public var status: Status {
         state.withLock { Status(pending: $0.buffer.count + $0.writing, written: $0.written, failedWrites: $0.failedWrites) }
     }
 
-    /// Buffers `entry`; a flush follows within 200 ms (at once when the batch is full).
+    /// Buffers `entry`; the writer sends it within 10 ms and commits it within about 200 ms.
     public func record(_ entry: AuditEntry) {
-        let schedule: Duration? = state.withLock { state in
+        let start = state.withLock { state in
             state.buffer.append(entry)
-            if state.buffer.count >= AuditWriter.batchSize && state.failures == 0 { state.flushScheduled = true; return .zero }
-            if state.flushScheduled { return nil }
-            state.flushScheduled = true
-            return AuditWriter.interval
+            if state.writerRunning { return false }
+            state.writerRunning = true
+            return true
         }
-        if let schedule { flush(after: schedule) }
+        if start { Task { await writeLoop() } }
     }
 
-    private func flush(after delay: Duration) {
-        Task { [self] in
-            if delay > .zero { try? await Task.sleep(for: delay) }
-            await flush()
-        }
-    }
-
-    /// Writes everything buffered; on failure the entries are kept and a retry is scheduled.
-    /// (Rows carry their own time, so two batches may be written concurrently.)
+    /// Returns once everything recorded before the call is in the database, or after a write
+    /// of it has failed (the entries are kept and retried). Ends the writer's pauses, so it
+    /// commits what it has at once.
     public func flush() async {
-        let batch = state.withLock { state in
-            state.flushScheduled = false
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let (waiting, pause) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+                let target = state.written + state.writing + state.buffer.count
+                guard state.written < target else { return (false, nil) }
+                state.flushWaiters.append(FlushWaiter(target: target, continuation: continuation))
+                defer { state.pause = nil }
+                return (true, state.pause?.continuation)
+            }
+            if !waiting { continuation.resume() }
+            pause?.resume()
+        }
+    }
+
+    // MARK: The writer
+
+    /// One `COPY` after another while entries are waiting; a failed one is retried after a
+    /// pause. Ends when the buffer is empty.
+    private func writeLoop() async {
+        while true {
+            let done = state.withLock { state -> [CheckedContinuation<Void, Never>]? in
+                guard state.buffer.isEmpty else { return nil }
+                state.writerRunning = false
+                return state.satisfiedWaiters(everyone: true)
+            }
+            if let done {
+                for waiter in done { waiter.resume() }
+                return
+            }
+            var taken: [AuditEntry] = []
+            let opened = ContinuousClock.now
+            do {
+                try await store.appendAudit(streaming: { await self.nextPiece(taken: &taken, opened: opened) })
+                written(taken.count)
+            } catch {
+                await pause(failed(taken))
+            }
+        }
+    }
+
+    /// The next piece of the `COPY` opened at `opened`, or nil to commit it: everything
+    /// buffered, after a pause of up to 10 ms (none for the first piece, or while a flush
+    /// waits).
+    private func nextPiece(taken: inout [AuditEntry], opened: ContinuousClock.Instant) async -> [AuditEntry]? {
+        if !taken.isEmpty {
+            let age = ContinuousClock.now - opened
+            if taken.count >= timing.batchSize || age >= timing.interval || state.withLock({ $0.hurry }) { return nil }
+            await pause(min(timing.pieceInterval, timing.interval - age))
+        }
+        let piece = state.withLock { state in
             state.writing += state.buffer.count
             defer { state.buffer.removeAll(keepingCapacity: true) }
             return state.buffer
         }
-        guard !batch.isEmpty else { return }
-        do {
-            try await store.appendAudit(batch)
-            state.withLock { state in
-                state.failures = 0
-                state.writing -= batch.count
-                state.written += batch.count
+        taken += piece
+        return piece
+    }
+
+    private func written(_ count: Int) {
+        let done = state.withLock { state in
+            state.failures = 0
+            state.writing -= count
+            state.written += count
+            return state.satisfiedWaiters()
+        }
+        for waiter in done { waiter.resume() }
+    }
+
+    /// Puts `entries` back at the front of the buffer; returns the pause before the retry.
+    /// Every flush waiting gives up (its entries stay buffered). The log gives how many
+    /// entries wait, not what they hold: a server message may quote a value, and values are PHI.
+    private func failed(_ entries: [AuditEntry]) -> Duration {
+        let (retry, waiting, done) = state.withLock { state in
+            state.buffer.insert(contentsOf: entries, at: 0)
+            state.writing -= entries.count
+            state.failures += 1
+            state.failedWrites += 1
+            return (AuditWriter.retryDelay(afterFailures: state.failures), state.buffer.count, state.satisfiedWaiters(everyone: true))
+        }
+        logger.error("audit write failed; will retry", metadata: [
+            "audit.entries": .stringConvertible(waiting),
+            "audit.retry_in": .string("\(retry)"),
+        ])
+        for waiter in done { waiter.resume() }
+        return retry
+    }
+
+    /// Waits `duration` on a Dispatch timer (a sleeping task can wake late when the Swift
+    /// concurrency pool is busy), or less if a flush comes: none at all while one waits.
+    private func pause(_ duration: Duration) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let id = state.withLock { state -> UInt64? in
+                if state.hurry { return nil }
+                state.nextPauseID += 1
+                state.pause = (state.nextPauseID, continuation)
+                return state.nextPauseID
             }
-        } catch {
-            let retry: Duration? = state.withLock { state in
-                state.buffer.insert(contentsOf: batch, at: 0)
-                state.writing -= batch.count
-                state.failures += 1
-                state.failedWrites += 1
-                if state.flushScheduled { return nil } // a flush is already on its way
-                state.flushScheduled = true
-                return AuditWriter.retryDelay(afterFailures: state.failures)
+            guard let id else { return continuation.resume() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + duration.seconds) { [self] in
+                let ended = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard let pause = state.pause, pause.id == id else { return nil }
+                    state.pause = nil
+                    return pause.continuation
+                }
+                ended?.resume()
             }
-            logger.error("audit write failed; will retry", metadata: [
-                "audit.entries": .stringConvertible(batch.count),
-                "audit.retry_in": .string(retry.map { "\($0)" } ?? "at the next flush"),
-            ])
-            if let retry { flush(after: retry) }
         }
     }
 
@@ -112,4 +217,8 @@ public final class AuditWriter: Sendable {
     static func retryDelay(afterFailures failures: Int) -> Duration {
         min(longestRetry, firstRetry * (1 << min(max(failures - 1, 0), 10)))
     }
+}
+
+private extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
