@@ -26,11 +26,11 @@ extension HTTPClientRequest {
     /// Refuses what would put something other than the caller's fields on the wire
     /// (request splitting through CR/LF, a method that is not a token).
     func validate() throws(HTTPClientError) {
-        guard !method.isEmpty, method.utf8.allSatisfy({ ByteClass.token.contains($0) }) else {
+        guard !method.isEmpty, ByteClass.token.containsAll(method) else {
             throw .invalidRequest("the method is not an HTTP token")
         }
         for (name, value) in headers {
-            guard !name.isEmpty, name.utf8.allSatisfy({ ByteClass.token.contains($0) }) else {
+            guard !name.isEmpty, ByteClass.token.containsAll(name) else {
                 throw .invalidRequest("a header name is not an HTTP token")
             }
             var value = value // withUTF8 is mutating; a native string is not copied

@@ -311,7 +311,7 @@ struct ResponseParser {
             if end > start {
                 let line = UnsafeBufferPointer(rebasing: bytes[start..<end])
                 // No control characters but HTAB (a bare CR included).
-                guard line.allSatisfy({ ByteClass.fieldValue.contains($0) }) else {
+                guard ByteClass.fieldValue.containsAll(line) else {
                     throw .malformedResponse("control characters or a bare CR in the response head")
                 }
                 if status == nil { status = try statusLine(line) } else { try field(line, into: &fields) }
@@ -341,7 +341,7 @@ struct ResponseParser {
             if !more.isEmpty { fields[fields.count - 1].value += (fields[fields.count - 1].value.isEmpty ? "" : " ") + more }
             return
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0, line[..<colon].allSatisfy({ ByteClass.token.contains($0) }) else {
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0, ByteClass.token.containsAll(UnsafeBufferPointer(rebasing: line[..<colon])) else {
             throw .malformedResponse("a response header name is not a token")
         }
         fields.append((name: String(decoding: line[..<colon], as: UTF8.self), value: trimmed(line[(colon + 1)...])))
@@ -399,7 +399,7 @@ struct ResponseParser {
         guard digits > 0 else { throw .malformedResponse("a chunk-size line without a size") }
         while index < line.count, line[index] == 0x20 || line[index] == 0x09 { index += 1 }
         guard index == line.count || line[index] == UInt8(ascii: ";") else { throw .malformedResponse("a malformed chunk-size line") }
-        guard line[index...].allSatisfy({ ByteClass.fieldValue.contains($0) }) else {
+        guard line.withUnsafeBufferPointer({ ByteClass.fieldValue.containsAll(UnsafeBufferPointer(rebasing: $0[index...])) }) else {
             throw .malformedResponse("control characters in a chunk extension")
         }
         state = size == 0 ? .trailers : .chunkData(remaining: size)

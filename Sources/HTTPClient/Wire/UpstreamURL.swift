@@ -99,7 +99,7 @@ struct UpstreamURL: Sendable, Equatable {
         let (host, port, isIPAddress) = try parseAuthority(UnsafeBufferPointer(rebasing: url[authorityStart..<i]), isSecure: isSecure)
         var end = i
         while end < url.count, url[end] != UInt8(ascii: "#") { end += 1 } // the fragment stays here
-        guard url[i..<end].allSatisfy({ ByteClass.target.contains($0) }) else {
+        guard ByteClass.target.containsAll(UnsafeBufferPointer(rebasing: url[i..<end])) else {
             throw .invalidRequest("the URL holds spaces, control characters or non-ASCII bytes")
         }
         return (isSecure, host, port, isIPAddress, i..<end, i == end || url[i] != UInt8(ascii: "/"))

@@ -1,9 +1,11 @@
 /// A set of bytes as two 64-bit masks plus a flag for 0x80...0xFF: trivially copyable, so
 /// checking a byte costs a shift and a mask, with no array access or reference counting.
 package struct ByteSet: Sendable {
-    private let low: UInt64
-    private let high: UInt64
-    private let upper: Bool
+    // Inlinable, so that the client's parser (another module) tests bytes without a call
+    // per byte, and reads the set once per run of bytes rather than once per byte.
+    @usableFromInline let low: UInt64
+    @usableFromInline let high: UInt64
+    @usableFromInline let upper: Bool
 
     init(_ predicate: (UInt8) -> Bool) {
         var low: UInt64 = 0, high: UInt64 = 0
@@ -14,11 +16,26 @@ package struct ByteSet: Sendable {
         self.upper = (128...255).allSatisfy { predicate(UInt8($0)) }
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package func contains(_ b: UInt8) -> Bool {
         if b < 64 { return low & (1 << UInt64(b)) != 0 }
         if b < 128 { return high & (1 << UInt64(b - 64)) != 0 }
         return upper
+    }
+
+    /// Whether every byte of `bytes` is in the set. (Not generic: in the client's module, a
+    /// generic form ran unspecialized, a witness-table call per byte.)
+    @inlinable
+    package func containsAll(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        for b in bytes where !contains(b) { return false }
+        return true
+    }
+
+    /// Whether every byte of `text` (UTF-8) is in the set.
+    @inlinable
+    package func containsAll(_ text: String) -> Bool {
+        var text = text // withUTF8 is mutating; a native string is not copied
+        return text.withUTF8 { containsAll($0) }
     }
 
     package subscript(_ b: Int) -> Bool { contains(UInt8(truncatingIfNeeded: b)) }
