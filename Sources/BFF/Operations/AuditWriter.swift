@@ -98,7 +98,10 @@ public final class AuditWriter: Sendable {
             state.writerRunning = true
             return true
         }
-        if start { Task { await writeLoop() } }
+        // Explicitly on the global pool: the writer must not depend on the event loop of the
+        // handler that recorded first (a stopped loop runs nothing, and the shutdown flush
+        // would wait for the writer forever).
+        if start { Task(executorPreference: globalConcurrentExecutor) { await self.writeLoop() } }
     }
 
     /// Returns once everything recorded before the call is in the database, or after a write
@@ -145,8 +148,8 @@ public final class AuditWriter: Sendable {
     }
 
     /// The next piece of the `COPY` opened at `opened`, or nil to commit it: everything
-    /// buffered, after a pause of up to 10 ms (none for the first piece, or while a flush
-    /// waits).
+    /// buffered, after a pause of up to `pieceInterval` (none for the first piece, or while a
+    /// flush waits).
     private func nextPiece(taken: inout [AuditEntry], opened: ContinuousClock.Instant) async -> [AuditEntry]? {
         if !taken.isEmpty {
             let age = ContinuousClock.now - opened
