@@ -29,10 +29,16 @@ extension PostgresSessionStore {
     /// piece `next` returns is sent at once, so the database works on the rows as they come
     /// rather than in one burst at the end; when `next` returns nil, the rows are committed.
     /// A batch refused for its data is written again as `appendAudit(_:)` does.
+    ///
+    /// The `COPY` lasts as long as the caller sends, so it runs without a statement timeout:
+    /// one the server sets for every statement (a DBA's `statement_timeout = 100ms`) would
+    /// cancel every `COPY` and hold the whole trail back. A server gone quiet is still noticed
+    /// (TCP keepalives and `tcp_user_timeout`).
     public func appendAudit(streaming next: () async -> [AuditEntry]?) async throws {
         var sent: [AuditEntry] = []
         do {
-            try await pool.withConnection { connection in
+            try await pool.withTransaction { connection in
+                try await connection.run { try $0.executeScript("SET LOCAL statement_timeout = 0") }
                 try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }
                 while let piece = await next() {
                     guard !piece.isEmpty else { continue }

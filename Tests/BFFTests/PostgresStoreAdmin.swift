@@ -20,6 +20,13 @@ enum PostgresStoreAdmin {
         try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS true")
     }
 
+    /// Sets `name` to `value` for new connections to the database of `url`.
+    static func setting(_ url: String, _ name: String, to value: String) async throws {
+        let (admin, database) = adminPool(for: url)
+        defer { admin.close() }
+        try await admin.query("ALTER DATABASE \(raw: database) SET \(raw: name) = \(raw: "'" + value + "'")")
+    }
+
     /// A pool on the cluster's `postgres` database, and the name of `url`'s database.
     private static func adminPool(for url: String) -> (ConnectionPool, String) {
         let name = String(url[url.range(of: ":///")!.upperBound..<url.firstIndex(of: "?")!])
