@@ -6,7 +6,9 @@
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
 # PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run
 #   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libssl, which lack frame
-#   pointers; PERF_FREQ=samples per second, default 4000).
+#   pointers; PERF_FREQ=samples per second, default 4000; PERF_EVENT=event records that event
+#   instead of CPU cycles, every occurrence, e.g. probe_libc:malloc for where allocations come from,
+#   after perf probe -x <libc> malloc).
 # LATENCY_DETAIL=1: also one extra run through smart-bff printing p50, p90, p99, p99.9 and max.
 # MALLOC_COUNT=1: also one extra run counting smart-bff's malloc calls per proxied request
 #   (perf uprobe on libc's malloc; root). COUNT_EVENTS="event ...": also those perf events
@@ -137,7 +139,8 @@ run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | 
 # together) for nginx; the same worker serving directly for direct.
 for who in $WHO; do : > "$WORK/$who"; done
 if [ -n "${PERF_DATA:-}" ]; then
-  perf record -q --call-graph "${PERF_CALL_GRAPH:-fp}" -F "${PERF_FREQ:-4000}" -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
+  if [ -n "${PERF_EVENT:-}" ]; then sampling=(-e "$PERF_EVENT" -c 1); else sampling=(-F "${PERF_FREQ:-4000}"); fi
+  perf record -q --call-graph "${PERF_CALL_GRAPH:-fp}" "${sampling[@]}" -p "$BFF_PID" -o "$PERF_DATA" -- sleep "$SECS" 2>/dev/null & perf_pid=$!
   run "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" >/dev/null; wait $perf_pid
 fi
 # One run against $1, with the CPU time and instructions process $2 spent per request, and
