@@ -83,11 +83,19 @@ public final class BFFRuntime: Sendable {
         return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper)
     }
 
-    /// Graceful stop: drain HTTP, flush the audit buffer, close the pool.
+    /// Graceful stop: drain HTTP, flush the audit buffer, close the pool. Audit entries the
+    /// database would not take (it is away) are lost with the process: an error line says
+    /// how many.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         await server.shutdown(gracePeriod: gracePeriod)
         sweeper.stop()
         await services.audit.flush()
+        let unwritten = services.audit.status.pending
+        if unwritten > 0 {
+            services.logger.error("audit entries lost at shutdown: the database did not take them", metadata: [
+                "audit.entries": .stringConvertible(unwritten),
+            ])
+        }
         pool.close()
     }
 
