@@ -30,15 +30,15 @@ extension PostgresSessionStore {
     /// rather than in one burst at the end; when `next` returns nil, the rows are committed.
     /// A batch refused for its data is written again as `appendAudit(_:)` does.
     ///
-    /// The `COPY` lasts as long as the caller sends, so it runs without a statement timeout:
-    /// one the server sets for every statement (a DBA's `statement_timeout = 100ms`) would
-    /// cancel every `COPY` and hold the whole trail back. A server gone quiet is still noticed
-    /// (TCP keepalives and `tcp_user_timeout`).
+    /// The `COPY` lasts as long as the caller sends (200 ms in `AuditWriter`), so its
+    /// transaction sets its own limits (`auditLimits`) in place of the server's: a
+    /// `statement_timeout` set for every statement (a DBA's `100ms`) would cancel every `COPY`
+    /// and hold the whole trail back.
     public func appendAudit(streaming next: () async -> [AuditEntry]?) async throws {
         var sent: [AuditEntry] = []
         do {
             try await pool.withTransaction { connection in
-                try await connection.run { try $0.executeScript("SET LOCAL statement_timeout = 0") }
+                try await connection.run { try $0.executeScript(PostgresSessionStore.auditLimits) }
                 try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }
                 while let piece = await next() {
                     guard !piece.isEmpty else { continue }
@@ -50,10 +50,17 @@ extension PostgresSessionStore {
             }
         } catch let error as PostgresError where error.isRefusedValue {
             try await pool.withTransaction { [sent] connection in
+                try await connection.run { try $0.executeScript(PostgresSessionStore.auditLimits) }
                 try await PostgresSessionStore.copyIsolatingRefused(sent[...], on: connection)
             }
         }
     }
+
+    /// A streamed audit write's own limits: a minute for each statement (far beyond the
+    /// 200 ms a `COPY` stays open, and what a large backlog takes), and 5 s to wait for the
+    /// table's lock, so that a DBA's `VACUUM FULL` or `LOCK TABLE` makes the write fail and
+    /// retry rather than hold the writer (and a shutdown's flush) for its length.
+    static let auditLimits = "SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = '5s'"
 
     /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
     /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
