@@ -96,6 +96,7 @@ public final class BFFRuntime: Sendable {
                 "audit.entries": .stringConvertible(unwritten),
             ])
         }
+        services.audit.stop()
         pool.close()
     }
 

@@ -5,6 +5,7 @@ import JSON
 import Logging
 import PostgresStore
 import Sessions
+import Synchronization
 import Testing
 
 @Suite("PHI access audit writer")
@@ -66,13 +67,14 @@ struct AuditWriterTests {
         defer { database.pool.close() }
         var timing = AuditWriter.Timing()
         timing.interval = .seconds(60)
+        timing.firstRetry = .seconds(60) // no retry of its own before the test's flush
         let logs = LogSink()
         let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test") { JSONLogHandler(label: $0, sink: logs) },
                                  timing: timing)
 
         writer.record(entry("/Patient/1"))
         #expect(try await copyProgress(database, reaches: 1))
-        try await database.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_progress_copy WHERE relid = 'audit_events'::regclass")
+        try await database.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_progress_copy WHERE \(raw: Self.thisDatabasesCopy)")
         await writer.flush() // ends the COPY, which fails
         #expect(logs.captured.contains { $0.contains("audit write failed") })
         #expect(writer.status.failedWrites == 1 && writer.status.pending == 1 && writer.status.written == 0, "\(writer.status)")
@@ -102,6 +104,61 @@ struct AuditWriterTests {
         #expect(try await store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1", "/Patient/2"])
     }
 
+    @Test("a stopped writer tries no more: a failed write stays failed, and nothing new is written")
+    func stoppedWriterTriesNoMore() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        var timing = AuditWriter.Timing()
+        timing.firstRetry = .milliseconds(20)
+        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test"), timing: timing)
+        try await PostgresStoreAdmin.takeAway(database.url)
+        writer.record(entry("/Patient/1"))
+        await writer.flush()
+        writer.stop()
+        let failed = writer.status.failedWrites
+        #expect(failed >= 1)
+        try await Task.sleep(for: .milliseconds(500)) // retries at 20, 40, 80, 160 ms would come meanwhile
+        #expect(writer.status.failedWrites == failed, "\(writer.status)")
+
+        try await PostgresStoreAdmin.bringBack(database.url)
+        writer.record(entry("/Patient/2"))
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(writer.status.pending == 2 && writer.status.written == 0, "\(writer.status)")
+        #expect(try await database.store.auditEntries(since: nil).isEmpty)
+    }
+
+    @Test("a table lock held elsewhere (a DBA's VACUUM FULL) fails the write within seconds, where it would hold the writer and a shutdown's flush")
+    func lockedTableFailsTheWrite() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        var timing = AuditWriter.Timing()
+        timing.firstRetry = .seconds(60)
+        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test"), timing: timing)
+        let dba = PostgresStoreAdmin.pool(database.url)
+        defer { dba.close() }
+        let release = Mutex(false), holding = Mutex(false)
+        let lock = Task {
+            try await dba.withTransaction { connection in
+                try await connection.query("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
+                holding.withLock { $0 = true }
+                let deadline = ContinuousClock.now + .seconds(30) // without the writer's lock_timeout, the flush ends here
+                while !release.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+
+        writer.record(entry("/Patient/1"))
+        let started = ContinuousClock.now
+        await writer.flush()
+        #expect(ContinuousClock.now - started < .seconds(20), "the flush waited for the lock")
+        #expect(writer.status.failedWrites == 1 && writer.status.pending == 1, "\(writer.status)")
+
+        release.withLock { $0 = true }
+        try await lock.value
+        await writer.flush()
+        #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1"])
+    }
+
     @Test("audit export writes one AuditEvent line per entry, oldest first, a page per write")
     func export() async throws {
         let database = try await TestDatabase.make()
@@ -123,6 +180,10 @@ struct AuditWriterTests {
         #expect(paths == (0..<12).reversed().map { "/Patient/\($0)" })
     }
 
+    /// A `COPY` into this database's audit table (the view covers the whole cluster, where
+    /// other tests run their own).
+    private static let thisDatabasesCopy = "relid = 'audit_events'::regclass AND datid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
     private func entry(_ path: String) -> AuditEntry {
         AuditEntry(at: Date(), launchHash: "launch-hash", iss: "https://ehr.example/fhir", sub: "practitioner-1", fhirUser: nil,
                    patient: "pat-1", method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: 1398)
@@ -132,8 +193,7 @@ struct AuditWriterTests {
     private func copyProgress(_ database: TestDatabase, reaches count: Int) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
-            let rows = try await database.pool.query(
-                "SELECT tuples_processed FROM pg_stat_progress_copy WHERE relid = 'audit_events'::regclass")
+            let rows = try await database.pool.query("SELECT tuples_processed FROM pg_stat_progress_copy WHERE \(raw: Self.thisDatabasesCopy)")
             if let processed = try rows.first?.int(0), processed >= count { return true }
             try await Task.sleep(for: .milliseconds(5))
         }

@@ -27,10 +27,12 @@ public final class AuditWriter: Sendable {
         public var interval: Duration = .milliseconds(200)
         /// Pause between the pieces of a `COPY`.
         public var pieceInterval: Duration = .milliseconds(10)
+        /// Pause before the first retry of a failed write; it doubles with each failure in a
+        /// row, up to 30 s.
+        public var firstRetry: Duration = .milliseconds(500)
         public init() {}
     }
 
-    static let firstRetry: Duration = .milliseconds(500)
     static let longestRetry: Duration = .seconds(30)
 
     /// The trail's state for `/metrics`.
@@ -61,11 +63,14 @@ public final class AuditWriter: Sendable {
         var writerRunning = false
         /// `flush()` calls waiting; while there are any, the writer does not pause.
         var flushWaiters: [FlushWaiter] = []
+        /// `stop()` was called: no writer starts, and the running one ends.
+        var stopped = false
         /// The writer's pause under way, which a flush ends early.
         var pause: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
         var nextPauseID: UInt64 = 0
 
-        var hurry: Bool { !flushWaiters.isEmpty }
+        /// The writer commits what it has at once, without pausing.
+        var hurry: Bool { !flushWaiters.isEmpty || stopped }
 
         /// The flush waiters whose entries are all written (all of them, with `everyone`).
         mutating func satisfiedWaiters(everyone: Bool = false) -> [CheckedContinuation<Void, Never>] {
@@ -94,7 +99,7 @@ public final class AuditWriter: Sendable {
     public func record(_ entry: AuditEntry) {
         let start = state.withLock { state in
             state.buffer.append(entry)
-            if state.writerRunning { return false }
+            if state.writerRunning || state.stopped { return false }
             state.writerRunning = true
             return true
         }
@@ -121,6 +126,17 @@ public final class AuditWriter: Sendable {
         }
     }
 
+    /// Ends the writer for good, after the last flush of a shutdown: a failed write is not
+    /// retried any more, and entries recorded later stay buffered (`status.pending`).
+    public func stop() {
+        let pause = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.stopped = true
+            defer { state.pause = nil }
+            return state.pause?.continuation
+        }
+        pause?.resume()
+    }
+
     // MARK: The writer
 
     /// One `COPY` after another while entries are waiting; a failed one is retried after a
@@ -128,7 +144,7 @@ public final class AuditWriter: Sendable {
     private func writeLoop() async {
         while true {
             let done = state.withLock { state -> [CheckedContinuation<Void, Never>]? in
-                guard state.buffer.isEmpty else { return nil }
+                guard state.buffer.isEmpty || state.stopped else { return nil }
                 state.writerRunning = false
                 return state.satisfiedWaiters(everyone: true)
             }
@@ -147,19 +163,27 @@ public final class AuditWriter: Sendable {
         }
     }
 
-    /// The next piece of the `COPY` opened at `opened`, or nil to commit it: everything
-    /// buffered, after a pause of up to `pieceInterval` (none for the first piece, or while a
-    /// flush waits).
+    /// The next piece of the `COPY` opened at `opened`, or nil to commit it: what is buffered
+    /// (up to the batch size), after a pause of up to `pieceInterval` (none for the first
+    /// piece, or while a flush waits).
     private func nextPiece(taken: inout [AuditEntry], opened: ContinuousClock.Instant) async -> [AuditEntry]? {
         if !taken.isEmpty {
             let age = ContinuousClock.now - opened
             if taken.count >= timing.batchSize || age >= timing.interval || state.withLock({ $0.hurry }) { return nil }
             await pause(min(timing.pieceInterval, timing.interval - age))
         }
-        let piece = state.withLock { state in
-            state.writing += state.buffer.count
-            defer { state.buffer.removeAll(keepingCapacity: true) }
-            return state.buffer
+        let room = timing.batchSize - taken.count
+        let piece = state.withLock { state -> [AuditEntry] in
+            guard state.buffer.count > room else { // the common case: all of it
+                state.writing += state.buffer.count
+                defer { state.buffer.removeAll(keepingCapacity: true) }
+                return state.buffer
+            }
+            // A backlog (after a failed write): a batch at a time, so no COPY grows without bound.
+            let piece = Array(state.buffer.prefix(room))
+            state.buffer.removeFirst(room)
+            state.writing += room
+            return piece
         }
         taken += piece
         return piece
@@ -184,7 +208,8 @@ public final class AuditWriter: Sendable {
             state.writing -= entries.count
             state.failures += 1
             state.failedWrites += 1
-            return (AuditWriter.retryDelay(afterFailures: state.failures), state.buffer.count, state.satisfiedWaiters(everyone: true))
+            return (AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry), state.buffer.count,
+                    state.satisfiedWaiters(everyone: true))
         }
         logger.error("audit write failed; will retry", metadata: [
             "audit.entries": .stringConvertible(waiting),
@@ -216,9 +241,9 @@ public final class AuditWriter: Sendable {
         }
     }
 
-    /// 0.5 s, 1 s, 2 s, ... up to 30 s.
-    static func retryDelay(afterFailures failures: Int) -> Duration {
-        min(longestRetry, firstRetry * (1 << min(max(failures - 1, 0), 10)))
+    /// `first`, twice that, four times... up to 30 s.
+    static func retryDelay(afterFailures failures: Int, first: Duration) -> Duration {
+        min(longestRetry, first * (1 << min(max(failures - 1, 0), 10)))
     }
 }
 
