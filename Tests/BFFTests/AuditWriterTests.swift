@@ -14,7 +14,7 @@ struct AuditWriterTests {
     func failedWriteIsRetriedOnItsOwn() async throws {
         let database = try await TestDatabase.make(poolSize: 2)
         let logs = LogSink()
-        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test") { JSONLogHandler(label: $0, sink: logs) })
+        let writer = Self.writer(database.store, logs: logs)
 
         try await PostgresStoreAdmin.takeAway(database.url)
         writer.record(AuditEntry(at: Date(), launchHash: "launch-hash", iss: "https://ehr.example/fhir", sub: "practitioner-1",
@@ -43,9 +43,7 @@ struct AuditWriterTests {
     func entriesStreamIntoOneCopy() async throws {
         let database = try await TestDatabase.make(poolSize: 4)
         defer { database.pool.close() }
-        var timing = AuditWriter.Timing()
-        timing.interval = .seconds(60) // the COPY stays open until the flush
-        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test"), timing: timing)
+        let writer = Self.writer(database.store) { $0.interval = .seconds(60) } // the COPY stays open until the flush
 
         writer.record(entry("/Patient/1"))
         #expect(try await copyProgress(database, reaches: 1), "the first entry was not sent while its COPY was open")
@@ -65,12 +63,11 @@ struct AuditWriterTests {
     func copyCutOffLosesNothing() async throws {
         let database = try await TestDatabase.make(poolSize: 4)
         defer { database.pool.close() }
-        var timing = AuditWriter.Timing()
-        timing.interval = .seconds(60)
-        timing.firstRetry = .seconds(60) // no retry of its own before the test's flush
         let logs = LogSink()
-        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test") { JSONLogHandler(label: $0, sink: logs) },
-                                 timing: timing)
+        let writer = Self.writer(database.store, logs: logs) { timing in
+            timing.interval = .seconds(60)
+            timing.firstRetry = .seconds(60) // no retry of its own before the test's flush
+        }
 
         writer.record(entry("/Patient/1"))
         #expect(try await copyProgress(database, reaches: 1))
@@ -94,7 +91,7 @@ struct AuditWriterTests {
         defer { pool.close() }
         let store = PostgresSessionStore(pool: pool, tokenKey: database.tokenKey)
         #expect(try await pool.query("SHOW statement_timeout").first?[0] == "50ms")
-        let writer = AuditWriter(store: store, logger: Logger(label: "audit-test"))
+        let writer = Self.writer(store)
 
         writer.record(entry("/Patient/1"))
         try await Task.sleep(for: .milliseconds(150)) // the COPY stays open longer than 50 ms
@@ -108,9 +105,7 @@ struct AuditWriterTests {
     func stoppedWriterTriesNoMore() async throws {
         let database = try await TestDatabase.make(poolSize: 2)
         defer { database.pool.close() }
-        var timing = AuditWriter.Timing()
-        timing.firstRetry = .milliseconds(20)
-        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test"), timing: timing)
+        let writer = Self.writer(database.store) { $0.firstRetry = .milliseconds(20) }
         try await PostgresStoreAdmin.takeAway(database.url)
         writer.record(entry("/Patient/1"))
         await writer.flush()
@@ -131,9 +126,7 @@ struct AuditWriterTests {
     func lockedTableFailsTheWrite() async throws {
         let database = try await TestDatabase.make(poolSize: 2)
         defer { database.pool.close() }
-        var timing = AuditWriter.Timing()
-        timing.firstRetry = .seconds(60)
-        let writer = AuditWriter(store: database.store, logger: Logger(label: "audit-test"), timing: timing)
+        let writer = Self.writer(database.store) { $0.firstRetry = .seconds(60) }
         let dba = PostgresStoreAdmin.pool(database.url)
         defer { dba.close() }
         let release = Mutex(false), holding = Mutex(false)
@@ -183,6 +176,14 @@ struct AuditWriterTests {
     /// A `COPY` into this database's audit table (the view covers the whole cluster, where
     /// other tests run their own).
     private static let thisDatabasesCopy = "relid = 'audit_events'::regclass AND datid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
+    /// A writer on `store`, its log lines in `logs`, its timing as `adjust` leaves it.
+    private static func writer(_ store: any SessionStore, logs: LogSink = LogSink(),
+                               _ adjust: (inout AuditWriter.Timing) -> Void = { _ in }) -> AuditWriter {
+        var timing = AuditWriter.Timing()
+        adjust(&timing)
+        return AuditWriter(store: store, logger: Logger(label: "audit-test") { JSONLogHandler(label: $0, sink: logs) }, timing: timing)
+    }
 
     private func entry(_ path: String) -> AuditEntry {
         AuditEntry(at: Date(), launchHash: "launch-hash", iss: "https://ehr.example/fhir", sub: "practitioner-1", fhirUser: nil,

@@ -246,7 +246,3 @@ public final class AuditWriter: Sendable {
         min(longestRetry, first * (1 << min(max(failures - 1, 0), 10)))
     }
 }
-
-private extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

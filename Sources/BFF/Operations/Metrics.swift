@@ -154,7 +154,6 @@ struct MetricsMiddleware: Middleware {
 
     func finish(_ request: Request, _ response: inout Response) {
         let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        recorder.record(route: request.route ?? "unmatched", status: response.status.code, seconds: seconds)
+        recorder.record(route: request.route ?? "unmatched", status: response.status.code, seconds: elapsed.seconds)
     }
 }
