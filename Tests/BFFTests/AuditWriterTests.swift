@@ -94,13 +94,14 @@ struct AuditWriterTests {
         defer { reader.close() }
         #expect(try await pool.query("SHOW statement_timeout").first?[0] == "250ms")
         #expect(try await reader.query("SHOW statement_timeout").first?[0] == "0")
-        let writer = Self.writer(PostgresSessionStore(pool: pool, tokenKey: database.tokenKey)) { $0.interval = .seconds(60) }
+        let logs = LogSink()
+        let writer = Self.writer(PostgresSessionStore(pool: pool, tokenKey: database.tokenKey), logs: logs) { $0.interval = .seconds(60) }
 
         writer.record(entry("/Patient/1"))
         try await Task.sleep(for: .milliseconds(600)) // the COPY stays open more than twice the server's limit
         writer.record(entry("/Patient/2"))
         await writer.flush()
-        #expect(writer.status.failedWrites == 0 && writer.status.written == 2, "\(writer.status)")
+        #expect(writer.status.failedWrites == 0 && writer.status.written == 2, "\(writer.status) \(logs.captured)")
         let written = try await PostgresSessionStore(pool: reader, tokenKey: database.tokenKey).auditEntries(since: nil)
         #expect(written.map(\.pathAndQuery) == ["/Patient/1", "/Patient/2"])
     }

@@ -39,7 +39,7 @@ struct ServerStopUnwindTests {
                 return connection.readResponse()
             }
         }
-        #expect(await asked.opened(within: 10), "the handler reached the upstream")
+        #expect(await asked.opened(within: 60), "the handler reached the upstream")
         await server.shutdown(gracePeriod: .milliseconds(100))
         // By the time shutdown returns, the handler has seen its request fail.
         #expect(outcome.withLock { $0 } == "failed")
