@@ -8,7 +8,7 @@ struct BinaryCopyTests {
     static let copy = "COPY c (at, label, note, small, big) FROM STDIN (FORMAT binary)"
 
     func pool() async throws -> ConnectionPool {
-        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabase())
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
         try await pool.query("CREATE TABLE c (id serial, at timestamptz, label text NOT NULL, note text, small integer, big bigint)")
         return pool
     }
@@ -68,7 +68,7 @@ struct BinaryCopyTests {
     func malformedRowRefused() async throws {
         var configuration = ConnectionPool.Configuration()
         configuration.size = 1 // the next statement runs on the same connection
-        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabase(), configuration: configuration)
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad(), configuration: configuration)
         defer { pool.close() }
         try await pool.query("CREATE TABLE c (id serial, at timestamptz, label text NOT NULL, note text, small integer, big bigint)")
         var rows = BinaryCopyRows()

@@ -6,7 +6,7 @@ import Testing
 @Suite("libpq layer: binds, decoding, errors")
 struct LibPQTests {
     func pool() async throws -> ConnectionPool {
-        ConnectionPool(url: try await PostgresCluster.shared().createDatabase())
+        ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
     }
 
     @Test("interpolated values become $n binds and never SQL text")
@@ -114,7 +114,7 @@ struct LibPQTests {
     func preparedStatementLimit() async throws {
         var configuration = ConnectionPool.Configuration()
         configuration.size = 1
-        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabase(), configuration: configuration)
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad(), configuration: configuration)
         defer { pool.close() }
         for i in 0..<(PostgresConnection.preparedStatementLimit + 30) {
             #expect(try await pool.query("SELECT \(i)::int AS \(raw: "c\(i)")")[0].int(0) == i)

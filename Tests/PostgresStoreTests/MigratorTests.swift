@@ -7,7 +7,7 @@ import Testing
 struct MigratorTests {
     @Test("two pools migrating one fresh database at the same moment: both succeed, each migration applied once; a second run is a no-op")
     func concurrentMigration() async throws {
-        let url = try await PostgresCluster.shared().createDatabase()
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
         let migrator = try Migrator(directory: RepositoryPaths.migrations)
         let pools = [ConnectionPool(url: url), ConnectionPool(url: url)]
         defer { for pool in pools { pool.close() } }
@@ -25,7 +25,7 @@ struct MigratorTests {
 
     @Test("a fresh database reports every migration pending")
     func pendingOnFresh() async throws {
-        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabase())
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
         defer { pool.close() }
         let migrator = try Migrator(directory: RepositoryPaths.migrations)
         #expect(try await migrator.pendingCount(pool) == migrator.migrations.count)
@@ -34,7 +34,7 @@ struct MigratorTests {
 
     @Test("migrations given in code run in version order; a failing one rolls back whole and stays pending")
     func inCodeAndFailure() async throws {
-        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabase())
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
         defer { pool.close() }
         let good = Migrator(migrations: [
             .init(version: 2, name: "second", sql: "INSERT INTO t VALUES (2)"),

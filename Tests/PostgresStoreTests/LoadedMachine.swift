@@ -1,0 +1,10 @@
+import BFFTesting
+
+extension PostgresCluster {
+    /// `createDatabase()` with `connect_timeout=30` in the URI, as `TestDatabase` does: at the
+    /// busiest moments of a parallel run on a slow machine a connection to the local cluster
+    /// took longer than libpq's timeout the pools use by default (3 s).
+    func createDatabaseForLoad() async throws -> String {
+        try await createDatabase() + "&connect_timeout=30"
+    }
+}
