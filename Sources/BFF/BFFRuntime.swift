@@ -28,6 +28,8 @@ public final class BFFRuntime: Sendable {
         public var openAPI: [UInt8] = []
         public var server = ServerConfiguration()
         public var poolSize = 16
+        /// Longest wait of a request for a free database connection before it fails (503).
+        public var poolAcquireTimeout: Duration = ConnectionPool.Configuration().acquireTimeout
         public var http = HTTPClient.Configuration()
         public var now: @Sendable () -> Date = { Date() }
         public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
@@ -39,6 +41,7 @@ public final class BFFRuntime: Sendable {
     public static func start(configuration: BFFConfiguration, options: Options, logger: Logger) async throws -> BFFRuntime {
         var poolConfiguration = ConnectionPool.Configuration()
         poolConfiguration.size = options.poolSize
+        poolConfiguration.acquireTimeout = options.poolAcquireTimeout
         let pool = ConnectionPool(url: configuration.databaseURL.value, configuration: poolConfiguration)
         guard let directory = options.migrationsDirectory ?? Migrator.locateDirectory() else {
             throw StartError(message: "migrations/ not found (set BFF_MIGRATIONS_DIR)")

@@ -26,7 +26,7 @@ final class BFFHarness: Sendable {
 
     static func start(instances: Int = 1, extraClients: [SandboxClient] = [],
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
-                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(5), proxyCacheSeconds: Int = 2,
+                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(30), proxyCacheSeconds: Int = 2,
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
@@ -66,7 +66,12 @@ final class BFFHarness: Sendable {
             var options = BFFRuntime.Options()
             options.migrationsDirectory = RepositoryPaths.migrations
             options.poolSize = 4
+            // Reads wait their turn for one of the 4 connections (32 at once in RefreshTests),
+            // on a machine that may be running the whole suite: 5 s could pass for an outage.
+            options.poolAcquireTimeout = .seconds(30)
             options.server.eventLoops = 1
+            // No test waits for the default read timeout: long, so that no EHR call on a loaded
+            // machine passes for a timeout.
             options.http.readTimeout = readTimeout
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
         }
