@@ -134,15 +134,19 @@ struct FHIRProxyTests {
 
     @Test("a slow EHR gives 504 within the read timeout; an EHR that is down gives 502")
     func upstreamFailures() async throws {
-        let h = try await BFFHarness.start(readTimeout: .milliseconds(500))
+        // The read timeout covers every call to the EHR, the login's and the recovery read's
+        // too: 2 s, for a sandbox that answers at once, leaves room for a loaded machine (the
+        // sandbox answers on its event loop's thread, not on the Swift pool that tests can hold).
+        let h = try await BFFHarness.start(readTimeout: .seconds(2))
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
-        await h.sandbox.state.setFHIRDelay(.seconds(3))
+        await h.sandbox.state.setFHIRDelay(.seconds(60)) // the sandbox's stop ends it: no one waits for it
         let started = ContinuousClock.now
         let slow = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
-        // 0.5 s configured against a 3 s delay: the 504 must come before the EHR would answer.
-        #expect(slow.status == 504 && ContinuousClock.now - started < .seconds(2.9))
+        // 2 s configured against a 60 s delay: the 504 must come long before the EHR would
+        // answer. Timed on this task, which a busy machine can hold back: hence 30 s, not 2.
+        #expect(slow.status == 504 && ContinuousClock.now - started < .seconds(30), "\(slow.status) after \(ContinuousClock.now - started)")
         await h.sandbox.state.setFHIRDelay(nil)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         await h.sandbox.shutdown()
@@ -160,14 +164,16 @@ struct FHIRProxyTests {
 
     @Test("a read still waiting on the EHR when smart-bff stops is in the audit trail")
     func auditOfReadInFlightAtShutdown() async throws {
-        let h = try await BFFHarness.start()
+        // The EHR never answers within the test, nor does the BFF time out first (a timeout
+        // is not a stop's cancellation), however late this task runs the stop below.
+        let h = try await BFFHarness.start(readTimeout: .seconds(60))
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.resetCounters()
-        await h.sandbox.state.setFHIRDelay(.seconds(5))
+        await h.sandbox.state.setFHIRDelay(.seconds(120)) // the sandbox's stop ends it: no one waits for it
         let read = Task { try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch) }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
         while await h.sandbox.state.fhirRequests == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(await h.sandbox.state.fhirRequests == 1, "the read reached the EHR")
         // The grace period ends long before the EHR answers.
@@ -183,7 +189,9 @@ struct FHIRProxyTests {
 
     @Test("a stop while the database is away says how many audit entries it could not write")
     func auditLostAtShutdownIsLogged() async throws {
-        let h = try await BFFHarness.start()
+        // The second read must find the session in the proxy's cache after the database is
+        // taken away, however long that takes on a loaded machine.
+        let h = try await BFFHarness.start(proxyCacheSeconds: 300)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
