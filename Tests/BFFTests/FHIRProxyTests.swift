@@ -89,7 +89,15 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Condition?patient=pat-1", launch: launch).status == 403)
         #expect(try await browser.api(h.baseURL + "/fhir/MedicationRequest/med-1-1", launch: launch).status == 403)
         #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&category=vital-signs", launch: launch).status == 403)
+        // Paths under a granted type whose results are other types, or any type.
+        for path in ["Patient/pat-1/Condition", "Patient/pat-1/Observation?category=vital-signs", "Patient/pat-1/$everything",
+                     "Patient/$match", "_history", "$export"] {
+            let refused = try await browser.api(h.baseURL + "/fhir/" + path, launch: launch)
+            #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(path): \(refused.status)")
+        }
         #expect(await h.sandbox.state.fhirRequests == 0)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1/Observation?category=laboratory", launch: launch).status != 403)
+        #expect(await h.sandbox.state.fhirRequests == 1, "a compartment search the scopes allow reaches the EHR")
         #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&category=laboratory", launch: launch).status == 200)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }

@@ -80,10 +80,29 @@ struct FHIRPathTests {
         for path in ["Patient", "Patient/123", "Observation/a.b-c_d", "Patient/1/_history/2", "$export", "Patient/..."] {
             #expect(FHIRPath.problem(path: path, query: nil) == nil, "\(path)")
         }
-        #expect(FHIRPath.resourceType("Observation/1") == "Observation")
-        #expect(FHIRPath.resourceType("Observation") == "Observation")
-        #expect(FHIRPath.resourceType("metadata") == nil)
-        #expect(FHIRPath.resourceType("$export") == nil)
+    }
+
+    @Test("what each path asks of the scopes: results not of one type need a wildcard scope")
+    func access() {
+        let cases: [(String, FHIRPath.Access)] = [
+            ("metadata", .open),
+            ("Observation", .resources(type: "Observation", interaction: .search)),
+            ("Observation/_history", .resources(type: "Observation", interaction: .search)),
+            ("Observation/1", .resources(type: "Observation", interaction: .read)),
+            ("Observation/a.b-c", .resources(type: "Observation", interaction: .read)),
+            ("Observation/1/_history", .resources(type: "Observation", interaction: .read)),
+            ("Observation/1/_history/2", .resources(type: "Observation", interaction: .read)),
+            // A compartment search returns the compartment's resources of the last type.
+            ("Patient/1/Observation", .resources(type: "Observation", interaction: .search)),
+            ("Patient/1/MedicationRequest", .resources(type: "MedicationRequest", interaction: .search)),
+        ]
+        for (path, access) in cases { #expect(FHIRPath.access(path) == access, "\(path)") }
+        let anyType = FHIRPath.Access.resources(type: "*", interaction: .search)
+        for path in ["$export", "_history", "metadata/x", "well-known", "Patient/$everything", "Patient/1/$everything",
+                     "Patient/1/Observation/2", "Patient/1/_history/2/x", "Patient/1/x", "Patient/a_b",
+                     "Patient/1/Observation/2/_history", "Group/1/$export"] {
+            #expect(FHIRPath.access(path) == anyType, "\(path)")
+        }
     }
 
     @Test("refused paths, each with its reason")

@@ -60,12 +60,12 @@ struct FHIRProxy: Sendable {
     }
 
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
-        guard let type = FHIRPath.resourceType(path) else { return }
-        // One segment (`Observation`) is a search; the path has no empty segments (FHIRPath).
-        let interaction: SMARTScopes.Interaction = path.utf8.contains(UInt8(ascii: "/")) ? .read : .search
+        guard case let .resources(type, interaction) = FHIRPath.access(path) else { return }
         guard scopes.allows(type, interaction, query: request.queryItems) else {
+            let what = type == "*" ? "this request: its results are not of one resource type, which needs a wildcard scope such as patient/*.rs"
+                : "\(interaction == .search ? "searching" : "reading") \(type)"
             throw HTTPError(.forbidden, type: Problems.base + "scope", title: "Outside the granted scopes",
-                            detail: "The launch's scopes do not allow \(interaction == .search ? "searching" : "reading") \(type).")
+                            detail: "The launch's scopes do not allow \(what).")
         }
     }
 
