@@ -102,6 +102,23 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
+    @Test("a launch whose EHR left the issuers file (a restart with a new file; the sessions stayed) is 401 there, and the EHR is not contacted")
+    func issuerNoLongerRegistered() async throws {
+        var instance = 0 // instance 1 is the one restarted without the sandbox's registration
+        let h = try await BFFHarness.start(instances: 2, registrations: { s, _ in
+            defer { instance += 1 }
+            return [IssuerRegistration(iss: instance == 0 ? s.fhirBaseURL : "https://other-ehr.example/fhir", clientID: "test-app")]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        let refused = try await browser.api("http://127.0.0.1:\(h.bffs[1].port)/fhir/Patient/pat-1", launch: launch)
+        #expect(refused.status == 401 && refused.text.contains("/problems/session-ended"), "\(refused.status) \(refused.text)")
+        #expect(await h.sandbox.state.fhirRequests == 0)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200, "the session was kept")
+    }
+
     @Test("a multi-megabyte body streams through complete")
     func streaming() async throws {
         let h = try await BFFHarness.start()

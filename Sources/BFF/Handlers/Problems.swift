@@ -12,9 +12,13 @@ enum Problems {
         HTTPError(.unauthorized, type: base + "no-session", detail: detail)
     }
 
-    static func sessionEnded() -> HTTPError {
-        HTTPError(.unauthorized, type: base + "session-ended", title: "Session ended",
-                  detail: "The EHR no longer accepts this session's grant; sign in again.")
+    static func sessionEnded(_ detail: String = "The EHR no longer accepts this session's grant; sign in again.") -> HTTPError {
+        HTTPError(.unauthorized, type: base + "session-ended", title: "Session ended", detail: detail)
+    }
+
+    /// A launch whose EHR is no longer in the issuers file: it is not contacted again.
+    static func issuerNotRegistered() -> HTTPError {
+        sessionEnded("This launch's EHR is no longer registered with this server; sign in again.")
     }
 
     static func csrf() -> HTTPError {

@@ -39,6 +39,10 @@ struct SessionResolver: Sendable {
                 throw Problems.unauthenticated()
             }
             guard let launch = context.launch else { throw Problems.unauthenticated(key.launchID == nil ? "No valid session." : "Unknown launch.") }
+            // Only registered issuers are contacted. The issuers file can change across a
+            // restart while sessions stay; registrations never change in a running process,
+            // so cached entries need no second look.
+            guard services.registration(for: launch.iss) != nil else { throw Problems.issuerNotRegistered() }
             try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: now)
             return services.proxyCache.store(context, launch: launch, for: key, generation: generation, now: now)
         }

@@ -38,7 +38,7 @@ actor TokenRefresher {
     }
 
     private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices) async throws -> TokenSet {
-        guard let registration = services.registration(for: launch.iss) else { throw Problems.sessionEnded() }
+        guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
         do {
             return try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
                 if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
