@@ -61,6 +61,24 @@ struct RefreshTests {
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
     }
 
+    @Test("invalid_grant on one launch ends the session's other launches at once, with no call to the EHR")
+    func invalidGrantEndsTheOtherLaunches() async throws {
+        let h = try await BFFHarness.start(proxyCacheSeconds: 300)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser)
+        let (_, second) = try await h.standaloneLogin(browser)
+        #expect(first != nil && second != nil && first != second)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: second).status == 200) // now in the proxy's cache
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setRefreshError("invalid_grant")
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first).status == 401)
+        await h.sandbox.state.resetCounters()
+        let other = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: second)
+        #expect(other.status == 401)
+        #expect(await h.sandbox.state.fhirRequests == 0, "the EHR was asked on behalf of a session that had ended")
+    }
+
     @Test("an EHR outage during refresh is 503 and keeps the session; it recovers")
     func outageDuringRefresh() async throws {
         let h = try await BFFHarness.start()

@@ -124,6 +124,17 @@ final class ProxySessionCache: Sendable {
         }
     }
 
+    /// Drops every entry of the session the launch belongs to (the session was deleted
+    /// through one of its launches).
+    func invalidate(sessionOfLaunch launchHash: String) {
+        state.withLock { state in
+            state.generation &+= 1
+            state.loading.removeAll() // later misses look up afresh
+            let sessions = Set(state.entries.values.filter { $0.launch.idHash == launchHash }.map(\.context.session.idHash))
+            state.entries = state.entries.filter { $0.value.launch.idHash != launchHash && !sessions.contains($0.value.context.session.idHash) }
+        }
+    }
+
     private func isFresh(_ entry: Entry, now: Date) -> Bool {
         let age = now.timeIntervalSince(entry.fetchedAt)
         return age >= 0 && age < ttl && entry.context.session.expiresAt > now
