@@ -187,6 +187,10 @@ struct LaunchFlowTests {
         #expect(await h.sandbox.state.revocations == 2)
         #expect(try await browser.api(h.baseURL + "/context", launch: first).status == 401)
         #expect(try await browser.api(h.baseURL + "/context", launch: second).status == 200)
+        // Again from the first launch's tab: nothing left to end, and the other tab stays signed in.
+        let again = try await browser.api("POST", h.baseURL + "/logout", launch: first)
+        #expect(again.status == 204 && again.setCookies.isEmpty, "\(again.setCookies)")
+        #expect(try await browser.api(h.baseURL + "/context", launch: second).status == 200)
         let out = try await browser.api("POST", h.baseURL + "/logout")
         #expect(out.status == 204 && out.setCookies.first?.contains("Max-Age=0") == true)
         #expect(await h.sandbox.state.revocations == 4)

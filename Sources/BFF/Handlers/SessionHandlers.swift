@@ -34,7 +34,11 @@ struct SessionHandlers: Sendable {
         response.headers.replace("Cache-Control", "no-store")
         let resolved: ResolvedSession
         do { resolved = try await resolver.resolve(request, requireLaunch: false) } catch let error as HTTPError where error.status.code == 401 {
-            if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
+            // A launch that already ended (a second logout from its tab): nothing to end, and
+            // the session's cookie stays, which the browser's other tabs use.
+            var launchGone = false
+            if request.headers["X-BFF-Launch"] != nil { launchGone = await resolver.hasSession(request) }
+            if !launchGone && services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
             return response
         }
         var ended: [(LaunchRecord, TokenSet)] = []

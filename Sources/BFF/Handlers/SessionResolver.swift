@@ -28,6 +28,13 @@ struct SessionResolver: Sendable {
         return ResolvedSession(sessionID: sessionID, session: session, launch: launch)
     }
 
+    /// Whether the request's session (cookie or bearer session token) is live, whatever
+    /// launch it names.
+    func hasSession(_ request: Request) async -> Bool {
+        guard let sessionID = try? credential(request) else { return false }
+        return (try? await services.store.findSession(id: sessionID, now: services.now())) != nil
+    }
+
     /// The FHIR proxy's resolution: session, launch and access token, from the proxy cache
     /// or else in one query (which also extends the session when due).
     func resolveForProxy(_ request: Request) async throws -> ProxySessionCache.Entry {
