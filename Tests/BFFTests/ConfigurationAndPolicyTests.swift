@@ -1,5 +1,6 @@
 import BFF
 import BFFTesting
+import Cryptography
 import Foundation
 import HTTPCore
 import SMART
@@ -72,6 +73,32 @@ struct ConfigurationAndPolicyTests {
             #expect(throws: ConfigurationError.self) { _ = try configuration(path) }
             do { _ = try configuration(path) } catch { #expect(error.problems == ["BFF_TLS_CA_FILE: " + problem]) }
         }
+    }
+
+    @Test("BFF_ISSUERS_FILE: a member of the wrong type, or a private key no login could sign with, is refused at start, by entry")
+    func issuersFileMembers() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("issuers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let p384 = directory.appendingPathComponent("p384.pem").path, p256 = directory.appendingPathComponent("p256.pem").path
+        try P384PrivateKey.generate().pem.write(toFile: p384, atomically: true, encoding: .utf8)
+        try TestCertificates.localhost.privateKeyPEM.write(toFile: p256, atomically: true, encoding: .utf8) // a P-256 key
+        func problems(_ entry: String) -> [String] {
+            let env = ["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/issuers",
+                       "BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString()]
+            do { _ = try BFFConfiguration.fromEnvironment(env, readFile: { _ in Array("[\(entry)]".utf8) }); return [] } catch { return error.problems }
+        }
+        let iss = #""iss":"https://ehr.example/fhir","client_id":"app""#
+        #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}") == [])
+        #expect(problems("{\(iss),\"client_secret\":null}") == [])
+        let refused = [
+            "{\(iss),\"client_secret\":123}": #"entry 0: "client_secret" must be a string"#,
+            "{\(iss),\"scope\":[\"openid\"]}": #"entry 0: "scope" must be a string"#,
+            "{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":7}": #"entry 0: "private_key_id" must be a string"#,
+            "{\(iss),\"private_key_file\":\"\(p256)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(p256) holds no RSA or P-384 private key in PEM",
+            "{\(iss),\"private_key_file\":\"\(directory.path)/none.pem\",\"private_key_id\":\"k1\"}": "entry 0: cannot read private_key_file \(directory.path)/none.pem",
+        ]
+        for (entry, problem) in refused { #expect(problems(entry) == ["BFF_ISSUERS_FILE: " + problem], "\(entry)") }
     }
 
     @Test("the session cookie: HttpOnly, SameSite, Path=/, no Domain; Secure and __Host- over https; None adds Partitioned")

@@ -1,4 +1,5 @@
 import JSON
+import SMART
 
 /// Parses `BFF_ISSUERS_FILE`: a JSON array of registrations (see CONTRACT.md).
 enum IssuersFile {
@@ -22,22 +23,34 @@ enum IssuersFile {
                 throw Problem(message: "\(at): \"client_id\" is required")
             }
             var registration = IssuerRegistration(iss: iss, clientID: clientID)
-            if let secret = item["client_secret"]?.stringValue { registration.clientSecret = Secret(secret) }
-            if let scope = item["scope"]?.stringValue { registration.scope = scope }
-            if let scope = item["standalone_scope"]?.stringValue { registration.standaloneScope = scope }
-            if let keyFile = item["private_key_file"]?.stringValue {
-                guard let kid = item["private_key_id"]?.stringValue, !kid.isEmpty else {
+            if let secret = try string(item, "client_secret", at) { registration.clientSecret = Secret(secret) }
+            if let scope = try string(item, "scope", at) { registration.scope = scope }
+            if let scope = try string(item, "standalone_scope", at) { registration.standaloneScope = scope }
+            if let keyFile = try string(item, "private_key_file", at) {
+                guard let kid = try string(item, "private_key_id", at), !kid.isEmpty else {
                     throw Problem(message: "\(at): \"private_key_id\" is required with \"private_key_file\"")
                 }
-                do { registration.privateKeyPEM = Secret(try readKey(keyFile)) } catch {
-                    throw Problem(message: "\(at): cannot read private_key_file \(keyFile)")
+                let pem: String
+                do { pem = try readKey(keyFile) } catch { throw Problem(message: "\(at): cannot read private_key_file \(keyFile)") }
+                // Read now, so that a key no login could sign with stops the start, by name.
+                guard (try? ClientSigningKey(pem: pem)) != nil else {
+                    throw Problem(message: "\(at): private_key_file \(keyFile) holds no RSA or P-384 private key in PEM")
                 }
+                registration.privateKeyPEM = Secret(pem)
                 registration.privateKeyID = kid
             }
             guard seen.insert(registration.iss).inserted else { throw Problem(message: "\(at): \"\(iss)\" is registered twice") }
             result.append(registration)
         }
         return result
+    }
+
+    /// The string member `name` of an entry; nil when absent or null. Any other type is
+    /// refused rather than ignored (a `"client_secret": 123` would make a public client).
+    private static func string(_ item: JSONValue, _ name: String, _ at: String) throws -> String? {
+        guard let value = item[name], value != .null else { return nil }
+        guard let text = value.stringValue else { throw Problem(message: "\(at): \"\(name)\" must be a string") }
+        return text
     }
 }
 
