@@ -35,6 +35,10 @@ struct TLSUpstreamTests {
         #expect(login.status == 502)
         #expect(login.header("Content-Type") == "application/problem+json")
         #expect(h.ehrTLS?.completedHandshakes == 0)
+        // The server's thread counts the refusal once it reads the client's alert, which may
+        // come after the client has answered: a no-hang limit, not a measure.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while (h.ehrTLS?.refusedHandshakes ?? 0) < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect((h.ehrTLS?.refusedHandshakes ?? 0) >= 1)
         #expect(await h.sandbox.state.tokenRequests == 0)
         // The client learns the kind of failure; the operator's log has OpenSSL's reason.
