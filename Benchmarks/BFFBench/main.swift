@@ -97,7 +97,8 @@ func login(url: String, count: Int) async throws {
         let entry = try await client.execute(HTTPClientRequest(url: sandbox.ehrLaunchURL(app: base + "/launch", patient: "pat-1")))
         let launch = try await client.execute(HTTPClientRequest(url: entry.header("Location")!))
         let authorize = try await client.execute(HTTPClientRequest(url: launch.header("Location")!))
-        let callback = try await client.execute(HTTPClientRequest(url: authorize.header("Location")!))
+        let binding = launch.header("Set-Cookie")!.split(separator: ";")[0] // the sign-in's browser binding
+        let callback = try await client.execute(HTTPClientRequest(url: authorize.header("Location")!, headers: [("Cookie", String(binding))]))
         let cookie = callback.header("Set-Cookie")!.split(separator: ";")[0]
         let session = try await client.execute(HTTPClientRequest(url: base + "/session", headers: [("Cookie", String(cookie)), ("X-CSRF", "1")]))
         precondition(session.status == 200)

@@ -16,6 +16,8 @@ public final class BFFServices: Sendable {
     public let jwks: JWKSCache
     public let http: HTTPClient
     public let cookie: SessionCookie
+    /// Binds each sign-in's `state` to the browser that started it.
+    let loginCookie: LoginCookie
     public let returnPolicy: ReturnToPolicy
     public let registrations: [String: IssuerRegistration]
     public let clientKeys: [String: ClientSigningKey]
@@ -47,6 +49,7 @@ public final class BFFServices: Sendable {
         }
         idTokens = IDTokenValidator(jwks: jwks, now: now)
         cookie = SessionCookie(secure: configuration.isSecure, sameSiteNone: configuration.cookieSameSite == .none)
+        loginCookie = LoginCookie(session: cookie, lifetime: Int(LaunchHandlers.pendingLifetime))
         returnPolicy = ReturnToPolicy(publicURL: configuration.publicURL, allowed: configuration.returnOrigins)
         var registrations: [String: IssuerRegistration] = [:]
         var keys: [String: ClientSigningKey] = [:]

@@ -83,8 +83,11 @@ struct LaunchFlowTests {
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let callback = try #require(try await h.approvedCallback(browser))
+        let binding = browser.cookieValues.filter { $0.key.hasPrefix("bff_login_") }
+        #expect(binding.count == 1, "the sign-in is bound to its browser")
         if kind == "reused" { _ = try await browser.request(callback) }
         browser.clearCookies()
+        for (name, value) in binding { browser.setCookie(name, value) } // only the state itself can stop these
         await h.sandbox.state.resetCounters()
         let target: String
         switch kind {
@@ -96,6 +99,23 @@ struct LaunchFlowTests {
         #expect(page.status == 400)
         #expect(page.setCookies.isEmpty)
         #expect(await h.sandbox.state.tokenRequests == 0)
+    }
+
+    @Test("login CSRF: a callback opened in another browser than the one that signed in is 400, asks the EHR nothing, and leaves that browser's session as it was")
+    func callbackInAnotherBrowser() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let attacker = Browser(client: h.client)
+        let callback = try #require(try await h.approvedCallback(attacker)) // the attacker's own code and state
+        let victim = Browser(client: h.client)
+        _ = try await h.standaloneLogin(victim, patient: "pat-2")
+        await h.sandbox.state.resetCounters()
+        let forced = try await victim.request(callback)
+        #expect(forced.status == 400 && forced.setCookies.isEmpty)
+        #expect(await h.sandbox.state.tokenRequests == 0)
+        let context = try await victim.api(h.baseURL + "/context") // the most recent launch
+        #expect(context.status == 200 && context.text.contains("pat-2"), "\(context.text)")
+        #expect(try await attacker.request(callback).status == 302, "the sign-in still completes where it began")
     }
 
     @Test("RFC 9207: an iss from another authorization server is refused (mix-up)")

@@ -18,6 +18,10 @@ struct CallbackHandler: Sendable {
         guard let state = request.queryParameter("state"), !state.isEmpty, state.utf8.count <= 512, !state.hasControlCharacters else {
             throw Problems.badRequest("The state parameter is missing.", type: "invalid-state")
         }
+        // Before the state is used up: a forged callback leaves the real sign-in possible.
+        guard services.loginCookie.isBound(state, in: request) else {
+            throw Problems.badRequest("This sign-in was not started in this browser, or it was already completed.", type: "invalid-state")
+        }
         guard let pending = try await services.store.consumePending(state: state, now: services.now()) else {
             throw Problems.badRequest("Unknown, expired or already used state.", type: "invalid-state")
         }
@@ -44,7 +48,7 @@ struct CallbackHandler: Sendable {
             throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "Code exchange failed: \(error.detail)")
         }
         let identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)
-        return try await startSession(request, pending: pending, registration: registration, tokens: tokens, identity: identity)
+        return try await startSession(request, state: state, pending: pending, registration: registration, tokens: tokens, identity: identity)
     }
 
     /// RFC 9207: `iss` must be the authorization server's issuer when present, and must be
@@ -84,7 +88,7 @@ struct CallbackHandler: Sendable {
         }
     }
 
-    private func startSession(_ request: Request, pending: PendingAuthorization, registration: IssuerRegistration,
+    private func startSession(_ request: Request, state: String, pending: PendingAuthorization, registration: IssuerRegistration,
                               tokens: TokenResponse, identity: IDTokenClaims?) async throws -> Response {
         let now = services.now()
         let ttl = TimeInterval(services.configuration.sessionTTL)
@@ -104,7 +108,9 @@ struct CallbackHandler: Sendable {
             let code = SecureRandom.token(bytes: 32)
             try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
                                                  expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
-            return noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("handoff", code)])))
+            var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("handoff", code)])))
+            response.headers.add("Set-Cookie", services.loginCookie.expire(state))
+            return response
         }
         // Browser: a new session identifier at every login (no fixation); earlier launches of
         // a live session carry over, so two tabs can hold two launches.
@@ -119,6 +125,7 @@ struct CallbackHandler: Sendable {
         try await services.store.addLaunch(sessionID: id, launch, tokens: tokenSet)
         var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
         response.headers.add("Set-Cookie", services.cookie.set(id))
+        response.headers.add("Set-Cookie", services.loginCookie.expire(state))
         return response
     }
 

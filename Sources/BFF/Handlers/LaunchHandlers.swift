@@ -66,6 +66,7 @@ struct LaunchHandlers: Sendable {
             expiresAt: services.now().addingTimeInterval(LaunchHandlers.pendingLifetime)))
         var response = Response.redirect(to: authorization.url)
         response.headers.replace("Cache-Control", "no-store")
+        response.headers.add("Set-Cookie", services.loginCookie.set(state))
         return response
     }
 }

@@ -19,7 +19,8 @@ public struct SessionCookie: Sendable {
     /// `Set-Cookie` value that deletes the cookie.
     public var expire: String { name + "=" + attributes + "; Max-Age=0" }
 
-    private var attributes: String {
+    /// The attributes every cookie of the BFF carries (`LoginCookie`'s too).
+    var attributes: String {
         var a = "; Path=/; HttpOnly"
         if secure || sameSiteNone { a += "; Secure" }
         a += sameSiteNone ? "; SameSite=None; Partitioned" : "; SameSite=Lax"
