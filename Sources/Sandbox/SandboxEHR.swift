@@ -116,7 +116,7 @@ public final class SandboxEHR: Sendable {
         router.get("/jwks") { _ in
             let s = try sandbox()
             if await s.state.jwksDown { throw HTTPError(.serviceUnavailable, detail: "The JWKS is down (sandbox fail mode).") }
-            return .json(try await s.jwks().bytes)
+            return .json(await s.jwks().bytes)
         }
         router.get("/authorize") { request in try await sandbox().authorize(request) }
         router.get("/authorize/approve") { request in try await sandbox().approve(request) }
