@@ -122,6 +122,11 @@ struct ConfigurationAndPolicyTests {
                      "javascript:alert(1)", "otherapp://x", "https://APP.example:444/", " /x", "/x\ny"] {
             #expect(policy.resolve(evil) == nil, "\(evil)")
         }
+        // A list that names only the front end's origin still lets EHR launches (no return_to) end on the BFF's.
+        let frontEndOnly = ReturnToPolicy(publicURL: "https://bff.example", allowed: ["https://app.example"])
+        #expect(frontEndOnly.resolve(nil) == .web("https://bff.example/"))
+        #expect(frontEndOnly.resolve("https://app.example/cb") == .web("https://app.example/cb"))
+        #expect(frontEndOnly.resolve("https://evil.example/") == nil)
     }
 
     @Test("discovery falls back to the CapabilityStatement's oauth-uris; S256 is required of smart-configuration")

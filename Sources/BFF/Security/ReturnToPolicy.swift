@@ -1,7 +1,8 @@
 import Foundation
 
-/// Decides where the browser may be sent after the callback: only to origins (and custom
-/// schemes) on `BFF_RETURN_ORIGINS`. Anything ambiguous is refused, not repaired.
+/// Decides where the browser may be sent after the callback: only to the BFF's own origin
+/// (the default `return_to`, `/`, is there) and to origins and custom schemes on
+/// `BFF_RETURN_ORIGINS`. Anything ambiguous is refused, not repaired.
 public struct ReturnToPolicy: Sendable {
     public let publicURL: String
     /// Lower-case origins (`https://app.example`) and custom schemes (`myapp:`).
@@ -53,6 +54,8 @@ public struct ReturnToPolicy: Sendable {
         // The raw text must begin with the origin it parses to (no "@" or encoding tricks).
         guard url.lowercased().hasPrefix(origin), url.count == origin.count || ["/", "?", "#"].contains(url[url.index(url.startIndex, offsetBy: origin.count)])
         else { return false }
-        return allowed.contains(origin)
+        // The BFF's own origin always: EHRs send no return_to, and a list naming only the
+        // front end's origin must not refuse every EHR launch.
+        return allowed.contains(origin) || origin == publicOrigin
     }
 }
