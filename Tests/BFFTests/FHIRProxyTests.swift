@@ -256,6 +256,9 @@ struct FHIRProxyTests {
             #expect(parsed["recorded"]?.stringValue?.hasSuffix("Z") == true && parsed["agent"]?.arrayValue?.count == 1)
         }
         #expect(events[0]["entity"]?.arrayValue?.contains { $0["what"]?["reference"]?.stringValue == "Patient/pat-1" } == true)
+        #expect(events.map { $0["subtype"]?.arrayValue?.first?["code"]?.stringValue } == ["read", "search-type", "read"])
+        let details = events[0]["entity"]?.arrayValue?.first?["detail"]?.arrayValue ?? []
+        #expect(details.contains { $0["type"]?.stringValue == "method" && $0["valueString"]?.stringValue == "GET" })
         #expect(events[2]["outcome"]?.stringValue == "4")
         #expect(events.allSatisfy { $0["extension"] == nil })
         // An entry stored escaped says so in its AuditEvent.

@@ -105,6 +105,15 @@ struct FHIRPathTests {
         }
     }
 
+    @Test("the audit export names each read's RESTful interaction by its path, whatever its query")
+    func exportedInteraction() {
+        let cases = ["/Patient/1": "read", "/Patient/1?_elements=name": "read", "/Observation?patient=1": "search-type",
+                     "/Patient/1/Observation": "search-type", "/metadata": "capabilities", "/Patient/1/$everything": "operation",
+                     "/$export": "operation", "/_history": "history-system", "/Patient/_history": "history-type",
+                     "/Patient/1/_history": "history-instance", "/Patient/1/_history/2": "vread", "/Patient/1/x": "search-system"]
+        for (path, code) in cases { #expect(AuditEventExport.interaction(pathAndQuery: path) == code, "\(path)") }
+    }
+
     @Test("refused paths, each with its reason")
     func refused() {
         let cases: [(String, String)] = [
