@@ -73,11 +73,12 @@ public final class BFFServices: Sendable {
         registrations[IssuerRegistration.normalize(iss)]
     }
 
-    /// The EHR's SMART configuration (cached). A failure is a 502 problem (504 on timeout).
+    /// The EHR's SMART configuration (cached). A failure, a timeout too, is a 502 problem
+    /// ("discovery failed", as the contract has it); its detail says which.
     func discovery(for registration: IssuerRegistration) async throws -> SMARTConfiguration {
         do { return try await metadata.configuration(for: registration.iss) } catch {
             logUpstreamFailure("EHR discovery failed", iss: registration.iss, error)
-            throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "EHR discovery failed: \(error.detail)")
+            throw Problems.upstream(.badGateway, "EHR discovery failed: \(error.detail)")
         }
     }
 

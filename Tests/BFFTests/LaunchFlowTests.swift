@@ -1,5 +1,9 @@
 import BFF
+import BFFTesting
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import JSON
 import Sandbox
 import Testing
@@ -116,6 +120,19 @@ struct LaunchFlowTests {
         let context = try await victim.api(h.baseURL + "/context") // the most recent launch
         #expect(context.status == 200 && context.text.contains("pat-2"), "\(context.text)")
         #expect(try await attacker.request(callback).status == 302, "the sign-in still completes where it began")
+    }
+
+    @Test("an EHR whose discovery never answers: 502 'discovery failed' at login, once the read timeout has passed")
+    func discoveryTimeout() async throws {
+        let (silent, port) = try LoopbackSocket.listen(backlog: 8) // connections wait in its backlog, unanswered
+        defer { Glibc.close(silent) }
+        let silentISS = "http://127.0.0.1:\(port)/fhir"
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app"), IssuerRegistration(iss: silentISS, clientID: "test-app")]
+        }, readTimeout: .seconds(1))
+        defer { Task { await h.stop() } }
+        let login = try await Browser(client: h.client).request(h.baseURL + "/login?iss=" + silentISS.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        #expect(login.status == 502 && login.text.contains("EHR discovery failed"), "\(login.status) \(login.text)")
     }
 
     @Test("RFC 9207: an iss from another authorization server is refused (mix-up)")
