@@ -11,7 +11,7 @@ struct RefreshTests {
         let h = try await BFFHarness.start(instances: 2)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        await h.sandbox.state.setAccessTokenLifetime(30) // inside the 60 s refresh margin: the first read refreshes
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as it comes: the first read refreshes
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.setAccessTokenLifetime(3600)
         await h.sandbox.state.resetCounters()
@@ -29,6 +29,18 @@ struct RefreshTests {
         }
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
         #expect(await h.sandbox.state.refreshCount == 1)
+    }
+
+    @Test("an access token that lives 40 s (less than the 60 s margin) is not refreshed on every read: its margin is half its life")
+    func shortLivedTokens() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setAccessTokenLifetime(40) // inside the fixed 60 s margin
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        for _ in 0..<5 { #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200) }
+        #expect(await h.sandbox.state.refreshCount == 0, "a 40 s token was refreshed before half its life")
     }
 
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")

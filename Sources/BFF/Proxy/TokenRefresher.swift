@@ -11,14 +11,24 @@ import Sessions
 actor TokenRefresher {
     private let services: BFFServices
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
-    /// Refresh when less than this is left of the access token's life.
+    /// Refresh when less than this is left of the access token's life (less than half of
+    /// it, for tokens that live under two minutes).
     static let margin: TimeInterval = 60
 
     init(services: BFFServices) { self.services = services }
 
     /// Whether an access token expiring at `expiresAt` should be refreshed before use.
-    nonisolated static func isExpiring(_ expiresAt: Date?, now: Date) -> Bool {
+    nonisolated static func isExpiring(_ expiresAt: Date?, now: Date, margin: TimeInterval = margin) -> Bool {
         expiresAt.map { $0.timeIntervalSince(now) < margin } ?? false
+    }
+
+    /// The margin for `tokens`: the fixed one, or half the token's life (its `expires_in`)
+    /// when that is shorter, so that a token living a minute or less is not refreshed on
+    /// every read. The proxy's hot path uses the fixed margin and asks here when it is
+    /// passed, so short-lived tokens cost a database read per request, not a refresh.
+    static func margin(for tokens: TokenSet) -> TimeInterval {
+        let lifetime = (try? JSONParser.parse(Array(tokens.responseJSON.utf8)))?["expires_in"]?.doubleValue
+        return min(margin, (lifetime ?? .infinity) / 2)
     }
 
     /// The launch's tokens, refreshed first when they are about to expire. With
@@ -26,7 +36,8 @@ actor TokenRefresher {
     func tokens(for launch: LaunchRecord, staleVersion: Int? = nil) async throws -> TokenSet {
         guard let current = try await services.store.tokens(launchHash: launch.idHash) else { throw Problems.sessionEnded() }
         let rejected = staleVersion.map { $0 == current.version } ?? false
-        guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now()) || rejected else { return current }
+        let margin = TokenRefresher.margin(for: current)
+        guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
         if let task = inFlight[launch.idHash] { return try await task.value }
         let task = Task { [services] in try await TokenRefresher.refresh(launch, seen: current.version, services: services) }
         inFlight[launch.idHash] = task
