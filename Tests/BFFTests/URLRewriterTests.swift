@@ -1,5 +1,6 @@
 @testable import BFF
 import Foundation
+import Sessions
 import Testing
 
 /// Paging through the BFF depends on every EHR URL in a Bundle being rewritten, whatever
@@ -82,26 +83,32 @@ struct FHIRPathTests {
         }
     }
 
-    @Test("what each path asks of the scopes: results not of one type need a wildcard scope")
-    func access() {
-        let cases: [(String, FHIRPath.Access)] = [
-            ("metadata", .open),
-            ("Observation", .resources(type: "Observation", interaction: .search)),
-            ("Observation/_history", .resources(type: "Observation", interaction: .search)),
-            ("Observation/1", .resources(type: "Observation", interaction: .read)),
-            ("Observation/a.b-c", .resources(type: "Observation", interaction: .read)),
-            ("Observation/1/_history", .resources(type: "Observation", interaction: .read)),
-            ("Observation/1/_history/2", .resources(type: "Observation", interaction: .read)),
+    @Test("each path's FHIR interaction, and what it asks of the scopes: results not of one type need a wildcard scope")
+    func interaction() {
+        let cases: [(String, FHIRInteraction, FHIRInteraction.Access)] = [
+            ("metadata", .capabilities, .open),
+            ("Observation", .searchType(type: "Observation"), .resources(type: "Observation", interaction: .search)),
+            ("Observation/_history", .historyType(type: "Observation"), .resources(type: "Observation", interaction: .search)),
+            ("Observation/1", .read(type: "Observation"), .resources(type: "Observation", interaction: .read)),
+            ("Observation/a.b-c", .read(type: "Observation"), .resources(type: "Observation", interaction: .read)),
+            ("Observation/1/_history", .historyInstance(type: "Observation"), .resources(type: "Observation", interaction: .read)),
+            ("Observation/1/_history/2", .vread(type: "Observation"), .resources(type: "Observation", interaction: .read)),
             // A compartment search returns the compartment's resources of the last type.
-            ("Patient/1/Observation", .resources(type: "Observation", interaction: .search)),
-            ("Patient/1/MedicationRequest", .resources(type: "MedicationRequest", interaction: .search)),
+            ("Patient/1/Observation", .searchType(type: "Observation"), .resources(type: "Observation", interaction: .search)),
+            ("Patient/1/MedicationRequest", .searchType(type: "MedicationRequest"), .resources(type: "MedicationRequest", interaction: .search)),
         ]
-        for (path, access) in cases { #expect(FHIRPath.access(path) == access, "\(path)") }
-        let anyType = FHIRPath.Access.resources(type: "*", interaction: .search)
-        for path in ["$export", "_history", "metadata/x", "well-known", "Patient/$everything", "Patient/1/$everything",
-                     "Patient/1/Observation/2", "Patient/1/_history/2/x", "Patient/1/x", "Patient/a_b",
-                     "Patient/1/Observation/2/_history", "Group/1/$export"] {
-            #expect(FHIRPath.access(path) == anyType, "\(path)")
+        for (path, interaction, access) in cases {
+            #expect(FHIRInteraction(path: path) == interaction && FHIRInteraction(path: path).access == access, "\(path)")
+        }
+        let anyType = FHIRInteraction.Access.resources(type: "*", interaction: .search)
+        let wide: [(String, FHIRInteraction)] = [
+            ("$export", .operation), ("Patient/$everything", .operation), ("Patient/1/$everything", .operation), ("Group/1/$export", .operation),
+            ("_history", .historySystem),
+            ("metadata/x", .other), ("well-known", .other), ("Patient/1/Observation/2", .other), ("Patient/1/_history/2/x", .other),
+            ("Patient/1/x", .other), ("Patient/a_b", .other), ("Patient/1/Observation/2/_history", .other),
+        ]
+        for (path, interaction) in wide {
+            #expect(FHIRInteraction(path: path) == interaction && FHIRInteraction(path: path).access == anyType, "\(path)")
         }
     }
 
@@ -111,7 +118,11 @@ struct FHIRPathTests {
                      "/Patient/1/Observation": "search-type", "/metadata": "capabilities", "/Patient/1/$everything": "operation",
                      "/$export": "operation", "/_history": "history-system", "/Patient/_history": "history-type",
                      "/Patient/1/_history": "history-instance", "/Patient/1/_history/2": "vread", "/Patient/1/x": "search-system"]
-        for (path, code) in cases { #expect(AuditEventExport.interaction(pathAndQuery: path) == code, "\(path)") }
+        for (path, code) in cases {
+            let entry = AuditEntry(at: Date(), launchHash: "l", iss: "https://ehr.example/fhir", sub: "s", fhirUser: nil, patient: nil,
+                                   method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: 1)
+            #expect(AuditEventExport.auditEvent(entry)["subtype"]?.arrayValue?.first?["code"]?.stringValue == code, "\(path)")
+        }
     }
 
     @Test("refused paths, each with its reason")

@@ -202,11 +202,3 @@ extension Gate {
         return isOpen
     }
 }
-
-/// A counter shared between a script thread and the test.
-final class Counter: Sendable {
-    private let value = Atomic(0)
-    func set(_ new: Int) { value.store(new, ordering: .releasing) }
-    func increment() { value.add(1, ordering: .acquiringAndReleasing) }
-    var current: Int { value.load(ordering: .acquiring) }
-}

@@ -25,7 +25,7 @@ struct OutageTests {
         defer { pool.close() }
         try await pool.query("CREATE TABLE t (n integer)")
         let stop = StopFlag()
-        let succeeded = SuccessCount()
+        let succeeded = Counter() // statements the load workers got through
         let load = Task {
             try await withThrowingTaskGroup(of: (ok: Int, failed: Int, slowest: Duration).self) { group in
                 for worker in 0..<8 {
@@ -54,7 +54,7 @@ struct OutageTests {
         }
         // The load is under way before the restart, however late its tasks start.
         let deadline = ContinuousClock.now + .seconds(60) // no-hang limit
-        while succeeded.value < 8 && ContinuousClock.now < deadline {
+        while succeeded.current < 8 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         try await cluster.restart()
@@ -116,11 +116,4 @@ final class StopFlag: Sendable {
     private let value = Mutex(false)
     var isSet: Bool { value.withLock { $0 } }
     func set() { value.withLock { $0 = true } }
-}
-
-/// Statements the load workers got through.
-final class SuccessCount: Sendable {
-    private let count = Atomic(0)
-    var value: Int { count.load(ordering: .relaxed) }
-    func increment() { count.add(1, ordering: .relaxed) }
 }

@@ -30,10 +30,11 @@ public enum AuditEventExport {
             entities.append(["what": ["reference": .string("Patient/" + patient)],
                              "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-entity-type", "code": "1", "display": "Person"]])
         }
+        let interaction = FHIRInteraction(path: String(e.pathAndQuery.prefix { $0 != "?" }.dropFirst())) // stored as "/path?query"
         var event: JSONValue = [
             "resourceType": "AuditEvent", "id": .string(String(e.id ?? 0)),
             "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-event-type", "code": "rest", "display": "RESTful Operation"],
-            "subtype": [["system": "http://hl7.org/fhir/restful-interaction", "code": .string(interaction(pathAndQuery: e.pathAndQuery))]],
+            "subtype": [["system": "http://hl7.org/fhir/restful-interaction", "code": .string(interaction.code)]],
             "action": "R", "recorded": .string(formatter.string(from: e.at)),
             "outcome": .string(outcome(upstreamStatus: e.upstreamStatus)),
             "outcomeDesc": .string(e.upstreamStatus == 0 ? "no answer from the EHR" : "upstream HTTP \(e.upstreamStatus)"),
@@ -51,22 +52,6 @@ public enum AuditEventExport {
 
     /// AuditEvent.outcome: success below 400, minor failure for 4xx, serious failure for
     /// 5xx and for no answer at all (status 0).
-    /// The FHIR RESTful interaction (restful-interaction code) a proxied read made, by the
-    /// shape of its path, as the scope check judges it; the query does not change it.
-    static func interaction(pathAndQuery: String) -> String {
-        let path = pathAndQuery.prefix { $0 != "?" }.drop { $0 == "/" }
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        if segments.contains(where: { $0.hasPrefix("$") }) { return "operation" }
-        if segments.last == "_history" { return ["history-system", "history-type", "history-instance"][min(segments.count, 3) - 1] }
-        if segments.count == 4 && segments[2] == "_history" { return "vread" }
-        switch FHIRPath.access(String(path)) {
-        case .open: return "capabilities"
-        case .resources(_, .read): return "read"
-        case .resources("*", _): return "search-system"
-        case .resources: return "search-type"
-        }
-    }
-
     static func outcome(upstreamStatus status: Int) -> String {
         switch status {
         case 1..<400: "0"

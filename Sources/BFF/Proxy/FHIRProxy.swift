@@ -60,7 +60,7 @@ struct FHIRProxy: Sendable {
     }
 
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
-        guard case let .resources(type, interaction) = FHIRPath.access(path) else { return }
+        guard case let .resources(type, interaction) = FHIRInteraction(path: path).access else { return }
         guard scopes.allows(type, interaction, query: request.queryItems) else {
             let what = type == "*" ? "this request: its results are not of one resource type, which needs a wildcard scope such as patient/*.rs"
                 : "\(interaction == .search ? "searching" : "reading") \(type)"

@@ -1,0 +1,101 @@
+import SMART
+
+/// The FHIR RESTful interaction a `/fhir/{path}` read makes, by the shapes of the REST API.
+/// The scope check asks it what the read needs (`access`), and the audit export names it
+/// (`code`, a restful-interaction code). The query does not change it. For paths
+/// `FHIRPath.problem` accepted (no empty segments).
+enum FHIRInteraction: Equatable {
+    /// `metadata`: the server's CapabilityStatement.
+    case capabilities
+    /// `T/id`.
+    case read(type: String)
+    /// `T/id/_history/vid`.
+    case vread(type: String)
+    /// `T/id/_history`.
+    case historyInstance(type: String)
+    /// `T/_history`.
+    case historyType(type: String)
+    /// `T`, and the compartment search `T/id/U`, whose results are Us (type U).
+    case searchType(type: String)
+    /// `_history` at the root.
+    case historySystem
+    /// `$op` anywhere in the path.
+    case operation
+    /// Any other shape, system-level paths among them: its results may be of any type.
+    case other
+
+    init(path: String) {
+        let segments = path.split(separator: "/", maxSplits: 4, omittingEmptySubsequences: false)
+        if segments.contains(where: { $0.hasPrefix("$") }) { self = .operation; return }
+        guard let first = segments.first, FHIRInteraction.isResourceType(first) else {
+            switch path {
+            case "metadata": self = .capabilities
+            case "_history": self = .historySystem
+            default: self = .other
+            }
+            return
+        }
+        let type = String(first)
+        switch segments.count {
+        case 1:
+            self = .searchType(type: type)
+        case 2 where segments[1] == "_history":
+            self = .historyType(type: type)
+        case 2 where FHIRInteraction.isID(segments[1]):
+            self = .read(type: type)
+        case 3 where FHIRInteraction.isID(segments[1]) && segments[2] == "_history":
+            self = .historyInstance(type: type)
+        case 3 where FHIRInteraction.isID(segments[1]) && FHIRInteraction.isResourceType(segments[2]):
+            self = .searchType(type: String(segments[2]))
+        case 4 where FHIRInteraction.isID(segments[1]) && segments[2] == "_history" && FHIRInteraction.isID(segments[3]):
+            self = .vread(type: type)
+        default:
+            self = .other
+        }
+    }
+
+    /// What the read asks of the launch's scopes.
+    enum Access: Equatable {
+        /// Nothing: the CapabilityStatement is public by the spec.
+        case open
+        /// `interaction` on resources of `type`; `"*"` when the results are not of one type,
+        /// which only a wildcard scope (`patient/*.rs`, `user/*.read`) grants.
+        case resources(type: String, interaction: SMARTScopes.Interaction)
+    }
+
+    var access: Access {
+        switch self {
+        case .capabilities: .open
+        case let .read(type), let .vread(type), let .historyInstance(type): .resources(type: type, interaction: .read)
+        case let .historyType(type), let .searchType(type): .resources(type: type, interaction: .search)
+        case .historySystem, .operation, .other: .resources(type: "*", interaction: .search)
+        }
+    }
+
+    /// Its code in http://hl7.org/fhir/restful-interaction (an unknown shape counts as a
+    /// system-level search).
+    var code: String {
+        switch self {
+        case .capabilities: "capabilities"
+        case .read: "read"
+        case .vread: "vread"
+        case .historyInstance: "history-instance"
+        case .historyType: "history-type"
+        case .searchType: "search-type"
+        case .historySystem: "history-system"
+        case .operation: "operation"
+        case .other: "search-system"
+        }
+    }
+
+    /// A resource type's name: a capital letter, then letters and digits.
+    private static func isResourceType(_ segment: Substring) -> Bool {
+        guard let first = segment.utf8.first, first >= UInt8(ascii: "A"), first <= UInt8(ascii: "Z") else { return false }
+        return segment.utf8.allSatisfy(FHIRPath.isLetterOrDigit)
+    }
+
+    /// A resource id (FHIR: letters, digits, `-` and `.`), which no `_history` or `$op` is.
+    private static func isID(_ segment: Substring) -> Bool {
+        segment.utf8.allSatisfy { FHIRPath.isLetterOrDigit($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
+    }
+}
