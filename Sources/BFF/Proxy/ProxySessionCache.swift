@@ -127,12 +127,9 @@ final class ProxySessionCache: Sendable {
     /// Drops every entry of the session the launch belongs to (the session was deleted
     /// through one of its launches).
     func invalidate(sessionOfLaunch launchHash: String) {
-        state.withLock { state in
-            state.generation &+= 1
-            state.loading.removeAll() // later misses look up afresh
-            let sessions = Set(state.entries.values.filter { $0.launch.idHash == launchHash }.map(\.context.session.idHash))
-            state.entries = state.entries.filter { $0.value.launch.idHash != launchHash && !sessions.contains($0.value.context.session.idHash) }
-        }
+        let session = state.withLock { $0.entries.values.first { $0.launch.idHash == launchHash }?.context.session.idHash }
+        invalidate(launchHash: launchHash)
+        if let session { invalidate(sessionHash: session) }
     }
 
     private func isFresh(_ entry: Entry, now: Date) -> Bool {
