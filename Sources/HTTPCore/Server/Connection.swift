@@ -18,6 +18,11 @@ final class Connection: @unchecked Sendable {
         case streaming
         /// The final bytes are being written; then the connection closes.
         case closing
+        /// The response is out and the write side shut; the client's unread bytes (a refused
+        /// body, requests after the last one answered) are read and dropped until it closes or
+        /// `lingerSeconds` pass. Closing with them unread would reset the connection, and a
+        /// reset can destroy the response before the client has read it (RFC 9112 §9.6).
+        case lingering
         case closed
     }
 
@@ -36,15 +41,22 @@ final class Connection: @unchecked Sendable {
     /// When the request now being read must be complete (slow-loris bound).
     private var readDeadline: Double?
     private var idleSince: Double
-    private var lastWriteProgress: Double
+    /// Since when pending output has waited for the socket without any of it being written.
+    private var writeStalledSince: Double?
+    /// A request was refused: the client may still be sending what follows it.
+    private var lingerOnClose = false
+    private var lingerDeadline = 0.0
     private var registeredEvents = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
     private var peerClosed = false
     /// Resumed when a streaming producer may write more.
     private var drainWaiter: CheckedContinuation<Void, any Error>?
     let remoteAddress: String
 
+    /// Output waiting for the socket beyond which a streaming producer waits, and pipelined
+    /// requests wait unparsed, until the client has read more.
     static let highWater = 256 * 1024
     static let maxBufferedInput = 64 * 1024
+    static let lingerSeconds = 5.0
 
     init(fd: Int32, loop: EventLoop, server: HTTPServer) {
         self.fd = fd
@@ -52,7 +64,6 @@ final class Connection: @unchecked Sendable {
         self.server = server
         self.parser = RequestParser(limits: server.configuration.limits)
         self.idleSince = loop.now
-        self.lastWriteProgress = loop.now
         self.remoteAddress = Socket.peerAddress(fd)
     }
 
@@ -62,13 +73,29 @@ final class Connection: @unchecked Sendable {
             abort()
             return
         }
-        if events & EPOLLOUT.rawValue != 0 { flush() }
+        if events & EPOLLOUT.rawValue != 0 {
+            flush()
+            // Pipelined requests waited for the client to read; it has.
+            if phase == .reading && (!input.isEmpty || peerClosed) && !outputBacklogged { processInput() }
+        }
         if events & EPOLLIN.rawValue != 0 || events & EPOLLRDHUP.rawValue != 0 { readAvailable() }
     }
 
+    /// Output not yet taken by the socket.
+    private var pendingOutput: Int { output.count - outputOffset }
+
+    /// The client is not reading its responses fast enough: no more requests are answered
+    /// until it does, so that a client pipelining requests without reading cannot make the
+    /// server hold their responses without limit.
+    private var outputBacklogged: Bool { pendingOutput >= Connection.highWater }
+
     private func readAvailable() {
         guard phase != .closed else { return }
-        if phase != .reading && input.count > Connection.maxBufferedInput {
+        if phase == .lingering {
+            discardInput()
+            return
+        }
+        if (phase != .reading || outputBacklogged) && input.count > Connection.maxBufferedInput {
             // Enough is buffered behind the request in progress; let the kernel hold the rest.
             updateInterest()
             return
@@ -77,8 +104,9 @@ final class Connection: @unchecked Sendable {
         case .wouldBlock:
             return
         case .closed:
+            // Possibly only the client's sending side: what it asked for is still answered.
             peerClosed = true
-            if phase == .reading || phase == .closing { abort() } else { updateInterest() }
+            if phase == .reading { processInput() } else { updateInterest() }
             return
         case let .bytes(n):
             input.append(contentsOf: UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
@@ -89,33 +117,55 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Parses and answers every complete request in `input`, in order, as long as the
-    /// answers are immediate; stops at the first one that needs a task.
+    /// Answers every complete request in `input`, in order, as long as the answers are
+    /// immediate; stops at the first one that needs a task, or while the client is behind in
+    /// reading. Once the client has closed its side and everything it sent is answered, the
+    /// connection closes after the last byte is written; a request it left incomplete ends
+    /// it at once.
     private func processInput() {
-        while phase == .reading && !input.isEmpty {
+        while true {
+            guard answerBufferedRequests() else { return }
+            // Requests, or the close after the client's, wait for the client to read.
+            let deferred = outputBacklogged
+            if phase == .reading && peerClosed && !deferred {
+                guard input.isEmpty && parser.isAtMessageStart else {
+                    abort()
+                    return
+                }
+                phase = .closing
+            }
+            flush()
+            // When the socket took the backlog at once, no event would bring back what
+            // waited for it: go on now.
+            guard deferred && phase == .reading && !outputBacklogged else { return }
+        }
+    }
+
+    /// Parses and answers requests until one needs a task, more bytes are needed, or the
+    /// output is backlogged. False when a malformed request was refused (and flushed).
+    private func answerBufferedRequests() -> Bool {
+        while phase == .reading && !input.isEmpty && !outputBacklogged {
             let outcome = input.withUnsafeBufferPointer { parser.parse($0) }
             switch outcome {
             case let .needMoreData(consumed):
                 input.removeFirst(consumed)
                 if input.isEmpty && parser.isAtMessageStart { readDeadline = nil }
+                return true
             case let .continueRequested(consumed):
                 input.removeFirst(consumed)
                 output.append(ResponseHead.continue100)
-                continue
             case let .failed(error):
                 input.removeAll()
                 refuse(error)
                 flush()
-                return
+                return false
             case let .complete(parsed, consumed):
                 input.removeFirst(consumed)
                 readDeadline = input.isEmpty ? nil : loop.now + server.configuration.requestReadTimeout
                 dispatch(parsed)
-                continue
             }
-            break
         }
-        flush()
+        return true
     }
 
     private func dispatch(_ parsed: ParsedRequest) {
@@ -171,7 +221,9 @@ final class Connection: @unchecked Sendable {
         let bodyless = isHead || response.status.code == 204 || response.status.code == 304 || response.status.code < 200
         switch response.body {
         case let .bytes(body):
-            let framing: ResponseHead.Framing = (response.status.code == 204 || response.status.code < 200) ? .none : .length(body.count)
+            // No length on a 304: it would have to be that of the 200 (RFC 9110 §8.6), unknown here.
+            let framing: ResponseHead.Framing = (response.status.code == 204 || response.status.code == 304 || response.status.code < 200)
+                ? .none : .length(body.count)
             ResponseHead.write(response, version: version, framing: framing, keepAlive: keepAliveAfterResponse,
                                date: loop.dateHeader, into: &output)
             if !bodyless { output.append(contentsOf: body) }
@@ -197,17 +249,17 @@ final class Connection: @unchecked Sendable {
 
     private func finishResponse() {
         idleSince = loop.now
-        if keepAliveAfterResponse && !peerClosed {
-            phase = .reading
-        } else {
-            phase = .closing
-        }
+        // A client that has closed its side may still have pipelined requests to answer;
+        // `processInput` closes once they are.
+        phase = keepAliveAfterResponse ? .reading : .closing
     }
 
     private func startStream(_ producer: @escaping @Sendable (any BodyWriter) async throws -> Void,
                              framing: ResponseHead.Framing, discard: Bool) {
+        var declaredLength: Int?
+        if case let .length(length) = framing { declaredLength = length }
         let writer = StreamWriter(connection: self, chunked: { if case .chunked = framing { return true }; return false }(),
-                                  discard: discard)
+                                  declaredLength: declaredLength, discard: discard)
         server.inFlight.add(1, ordering: .relaxed)
         flush()
         let loop = self.loop
@@ -236,13 +288,20 @@ final class Connection: @unchecked Sendable {
         if phase == .reading { processInput() } else { flush() }
     }
 
-    /// Called on the loop thread by `StreamWriter`.
-    func appendStreamed(_ bytes: [UInt8], chunked: Bool, waiter: CheckedContinuation<Void, any Error>) {
+    /// Called on the loop thread by `StreamWriter`, once `writer.bytesWritten` counts `bytes`.
+    func appendStreamed(_ bytes: [UInt8], from writer: StreamWriter, waiter: CheckedContinuation<Void, any Error>) {
         guard phase == .streaming else {
             waiter.resume(throwing: ConnectionClosedError())
             return
         }
-        if chunked {
+        if let declared = writer.declaredLength, writer.bytesWritten > declared {
+            // Bytes beyond the declared length must never reach the client, which would take
+            // them for the start of its next response.
+            abort()
+            waiter.resume(throwing: ConnectionClosedError())
+            return
+        }
+        if writer.chunked {
             ResponseHead.appendHex(bytes.count, to: &output)
             output.append(ResponseHead.crlf)
             output.append(contentsOf: bytes)
@@ -262,6 +321,7 @@ final class Connection: @unchecked Sendable {
 
     private func refuse(_ error: ParseError) {
         keepAliveAfterResponse = false
+        lingerOnClose = true
         let response = HTTPError(error.status, detail: error.reason).response
         ResponseHead.write(response, version: .http11, framing: .length(bodyLength(response)), keepAlive: false,
                            date: loop.dateHeader, into: &output)
@@ -282,8 +342,9 @@ final class Connection: @unchecked Sendable {
             switch result {
             case let .bytes(n):
                 outputOffset += n
-                lastWriteProgress = loop.now
+                writeStalledSince = nil
             case .wouldBlock:
+                if writeStalledSince == nil { writeStalledSince = loop.now }
                 updateInterest()
                 return
             case .closed:
@@ -309,7 +370,8 @@ final class Connection: @unchecked Sendable {
     private func updateInterest() {
         guard phase != .closed else { return }
         var events: UInt32 = 0
-        let readPaused = phase == .closing || (phase != .reading && input.count > Connection.maxBufferedInput)
+        let readPaused = phase == .closing
+            || ((phase != .reading || outputBacklogged) && input.count > Connection.maxBufferedInput)
         if !peerClosed && !readPaused { events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if outputOffset < output.count { events |= EPOLLOUT.rawValue }
         if events != registeredEvents {
@@ -320,28 +382,57 @@ final class Connection: @unchecked Sendable {
 
     /// Applies the read, idle and write timeouts; called by the loop's timer.
     func checkTimeouts(now: Double, configuration: ServerConfiguration, draining: Bool) {
+        if let stalled = writeStalledSince, now - stalled > configuration.writeTimeout {
+            abort()
+            return
+        }
         switch phase {
         case .reading:
+            guard !outputBacklogged else { return } // the write timeout governs
             if let deadline = readDeadline, now > deadline {
                 refuse(ParseError(.requestTimeout, "request not received in time"))
                 flush()
-            } else if readDeadline == nil && (draining || now - idleSince > configuration.idleTimeout) {
+            } else if readDeadline == nil && pendingOutput == 0 && (draining || now - idleSince > configuration.idleTimeout) {
                 close()
             }
-        case .closing, .streaming, .responding:
-            if outputOffset < output.count && now - lastWriteProgress > configuration.writeTimeout { abort() }
-        case .closed:
+        case .lingering:
+            if now > lingerDeadline { endLingering() }
+        case .closing, .streaming, .responding, .closed:
             break
         }
     }
 
-    /// Closes after a graceful end of the exchange.
+    /// Closes after a graceful end of the exchange (all output written); lingers first when
+    /// the client may still be sending.
     func close() {
-        guard phase != .closed else { return }
-        phase = .closed
+        guard phase != .closed && phase != .lingering else { return }
         shutdown(fd, Int32(SHUT_WR))
-        loop.remove(self)
         failWaiter()
+        if !peerClosed && (lingerOnClose || !input.isEmpty) {
+            phase = .lingering
+            lingerDeadline = loop.now + Connection.lingerSeconds
+            input.removeAll()
+            updateInterest()
+            return
+        }
+        phase = .closed
+        loop.remove(self)
+    }
+
+    /// Lingering: reads and drops what the client sends; its close ends the connection.
+    private func discardInput() {
+        for _ in 0..<16 {
+            switch Socket.read(fd, into: loop.scratch) {
+            case .wouldBlock: return
+            case .bytes: continue
+            case .closed: endLingering(); return
+            }
+        }
+    }
+
+    private func endLingering() {
+        phase = .closed
+        loop.remove(self)
     }
 
     /// Drops the connection at once (errors, truncated streams, forced shutdown).
@@ -361,8 +452,6 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    var isIdle: Bool { phase == .reading && readDeadline == nil }
-
 }
 
 /// Thrown to a streaming producer when its client has gone.
@@ -378,12 +467,15 @@ final class StreamWriter: BodyWriter, @unchecked Sendable {
     // @unchecked: `bytesWritten` is touched only on the connection's loop thread.
     let connection: Connection
     let chunked: Bool
+    /// The `Content-Length` the response head announced, if it did.
+    let declaredLength: Int?
     let discard: Bool
     var bytesWritten = 0
 
-    init(connection: Connection, chunked: Bool, discard: Bool) {
+    init(connection: Connection, chunked: Bool, declaredLength: Int?, discard: Bool) {
         self.connection = connection
         self.chunked = chunked
+        self.declaredLength = declaredLength
         self.discard = discard
     }
 
@@ -392,7 +484,7 @@ final class StreamWriter: BodyWriter, @unchecked Sendable {
         try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
             connection.loop.execute { [self] in
                 bytesWritten += bytes.count
-                connection.appendStreamed(bytes, chunked: chunked, waiter: waiter)
+                connection.appendStreamed(bytes, from: self, waiter: waiter)
             }
         }
     }
