@@ -72,6 +72,7 @@ extension SandboxEHR {
                 body = body.setting("id_token", .string(jwt))
             }
         }
+        for (name, value) in await state.tokenResponseExtras.objectValue ?? [] { body = body.setting(name, value) }
         var response = Response.json(body.bytes)
         response.headers.replace("Cache-Control", "no-store")
         return response

@@ -103,8 +103,7 @@ struct CallbackHandler: Sendable {
 
         if let challenge = pending.handoffChallenge {
             // Mobile: a fresh session, reachable only through a one-time hand-off code.
-            let sessionID = try await services.store.createSession(ttl: ttl, now: now)
-            try await services.store.addLaunch(sessionID: sessionID, launch, tokens: tokenSet)
+            let sessionID = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: nil, ttl: ttl, now: now)
             let code = SecureRandom.token(bytes: 32)
             try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
                                                  expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
@@ -113,16 +112,11 @@ struct CallbackHandler: Sendable {
             return response
         }
         // Browser: a new session identifier at every login (no fixation); earlier launches of
-        // a live session carry over, so two tabs can hold two launches.
-        var sessionID: String?
-        if let existing = services.cookie.read(from: request),
-           let session = try await services.store.findSession(id: existing, now: now) {
-            sessionID = try await services.store.rotateSession(idHash: session.idHash, ttl: ttl, now: now)
-            services.proxyCache.invalidate(sessionHash: session.idHash) // the old identifier stops working here too
-        }
-        let id: String
-        if let sessionID { id = sessionID } else { id = try await services.store.createSession(ttl: ttl, now: now) }
-        try await services.store.addLaunch(sessionID: id, launch, tokens: tokenSet)
+        // a live session carry over, so two tabs can hold two launches. One transaction: if
+        // it fails, the browser's session and cookie stay as they were.
+        let previous = services.cookie.read(from: request)
+        let id = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
+        if let previous { services.proxyCache.invalidate(sessionHash: Identifier.hash(previous)) } // the old identifier stops working here too
         var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
         response.headers.add("Set-Cookie", services.cookie.set(id))
         response.headers.add("Set-Cookie", services.loginCookie.expire(state))
