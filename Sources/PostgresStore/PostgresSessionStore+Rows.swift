@@ -26,6 +26,21 @@ extension PostgresSessionStore {
             """)
     }
 
+    /// Deletes the session `hash` and, through the cascade, its launches and their tokens;
+    /// returns the launches whose tokens still open, with those tokens (for revocation).
+    func deleteSession(hash: String, on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
+        let launches = try await c.query("SELECT id_hash FROM launches WHERE session_hash = \(hash)")
+        var result: [(LaunchRecord, TokenSet)] = []
+        for row in launches {
+            let launchHash = try row.string(0)
+            if let launch = try await launch(byHash: launchHash, on: c), let tokens = try await tokens(hash: launchHash, on: c) {
+                result.append((launch, tokens))
+            }
+        }
+        _ = try await c.query("DELETE FROM sessions WHERE id_hash = \(hash)")
+        return result
+    }
+
     /// Inserts `launch` into the session `sessionHash` with its tokens (`sealed` is `tokens`
     /// sealed for the launch's row); call it inside a transaction, so the two rows go together.
     func insertLaunch(_ launch: LaunchRecord, tokens: TokenSet, sealed: SealedTokens, sessionHash: String,

@@ -8,8 +8,8 @@ import SMART
 import Sessions
 
 /// `GET /callback`: consumes `state` once, checks the RFC 9207 issuer, exchanges the code,
-/// validates the ID token, and starts a launch in a (new or rotated) session. No session
-/// and no cookie on any failure.
+/// validates the ID token, and starts a launch in a new session, which takes over the
+/// browser's earlier launches of the same user. No session and no cookie on any failure.
 struct CallbackHandler: Sendable {
     let services: BFFServices
     static let handoffLifetime: TimeInterval = 60
@@ -103,7 +103,7 @@ struct CallbackHandler: Sendable {
 
         if let challenge = pending.handoffChallenge {
             // Mobile: a fresh session, reachable only through a one-time hand-off code.
-            let sessionID = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: nil, ttl: ttl, now: now)
+            let sessionID = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: nil, ttl: ttl, now: now).sessionID
             let code = SecureRandom.token(bytes: 32)
             try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
                                                  expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
@@ -111,12 +111,14 @@ struct CallbackHandler: Sendable {
             response.headers.add("Set-Cookie", services.loginCookie.expire(state))
             return response
         }
-        // Browser: a new session identifier at every login (no fixation); earlier launches of
-        // a live session carry over, so two tabs can hold two launches. One transaction: if
-        // it fails, the browser's session and cookie stay as they were.
+        // Browser: a new session identifier at every login (no fixation). Earlier launches of
+        // the same user carry over, so two tabs can hold two patients; another user's (a
+        // shared workstation) end as at logout. One transaction: if it fails, the browser's
+        // session and cookie stay as they were.
         let previous = services.cookie.read(from: request)
-        let id = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
+        let (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
         if let previous { services.proxyCache.invalidate(sessionHash: Identifier.hash(previous)) } // the old identifier stops working here too
+        await services.revokeTokens(of: ended)
         var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
         response.headers.add("Set-Cookie", services.cookie.set(id))
         response.headers.add("Set-Cookie", services.loginCookie.expire(state))

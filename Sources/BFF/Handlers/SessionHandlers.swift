@@ -51,24 +51,8 @@ struct SessionHandlers: Sendable {
             ended = try await services.store.deleteSession(id: resolved.sessionID)
             if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
         }
-        for (launch, tokens) in ended { await revoke(tokens, iss: launch.iss) }
+        await services.revokeTokens(of: ended)
         return response
-    }
-
-    private func revoke(_ tokens: TokenSet, iss: String) async {
-        guard let registration = services.registration(for: iss),
-              let configuration = try? await services.metadata.configuration(for: iss),
-              let endpoint = configuration.revocationEndpoint else { return }
-        let pairs = [(tokens.refreshToken, "refresh_token"), (tokens.accessToken as String?, "access_token")]
-        for case let (token?, hint) in pairs {
-            do {
-                try await services.tokenClient.revoke(token: token, hint: hint, clientID: registration.clientID,
-                                                      authentication: services.authentication(for: registration),
-                                                      revocationEndpoint: endpoint)
-            } catch {
-                services.logger.warning("token revocation failed", metadata: ["smart.iss": .string(iss), "error.detail": .string(error.detail)])
-            }
-        }
     }
 
     /// `POST /session/handoff`: trades a one-time code and its PKCE-style verifier for a
