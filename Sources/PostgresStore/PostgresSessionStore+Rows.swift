@@ -19,6 +19,45 @@ extension PostgresSessionStore {
             response: try cipher.seal(t.responseJSON, table: "tokens", column: "response", row: launchHash))
     }
 
+    func insertSession(hash: String, ttl: TimeInterval, now: Date, on c: PooledConnection) async throws {
+        _ = try await c.query("""
+            INSERT INTO sessions (id_hash, created_at, last_seen_at, expires_at)
+            VALUES (\(hash), to_timestamp(\(now)), to_timestamp(\(now)), to_timestamp(\(now.addingTimeInterval(ttl))))
+            """)
+    }
+
+    /// Deletes the session `hash` and, through the cascade, its launches and their tokens;
+    /// returns the launches whose tokens still open, with those tokens (for revocation).
+    func deleteSession(hash: String, on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
+        let launches = try await c.query("SELECT id_hash FROM launches WHERE session_hash = \(hash)")
+        var result: [(LaunchRecord, TokenSet)] = []
+        for row in launches {
+            let launchHash = try row.string(0)
+            if let launch = try await launch(byHash: launchHash, on: c), let tokens = try await tokens(hash: launchHash, on: c) {
+                result.append((launch, tokens))
+            }
+        }
+        _ = try await c.query("DELETE FROM sessions WHERE id_hash = \(hash)")
+        return result
+    }
+
+    /// Inserts `launch` into the session `sessionHash` with its tokens (`sealed` is `tokens`
+    /// sealed for the launch's row); call it inside a transaction, so the two rows go together.
+    func insertLaunch(_ launch: LaunchRecord, tokens: TokenSet, sealed: SealedTokens, sessionHash: String,
+                      on c: PooledConnection) async throws {
+        _ = try await c.query("""
+            INSERT INTO launches (id_hash, session_hash, iss, sub, fhir_user, scope, patient, context, created_at)
+            VALUES (\(launch.idHash), \(sessionHash), \(launch.iss), \(launch.sub), \(launch.fhirUser), \(launch.scope),
+                    \(launch.patient), \(launch.contextJSON)::jsonb, to_timestamp(\(launch.createdAt)))
+            """)
+        _ = try await c.query("""
+            INSERT INTO tokens (launch_hash, access_token, refresh_token, id_token, response, access_expires_at, version)
+            VALUES (\(launch.idHash), \(sealed.access), \(sealed.refresh.map(PostgresValue.bytes) ?? .null),
+                    \(sealed.id.map(PostgresValue.bytes) ?? .null), \(sealed.response),
+                    to_timestamp(\(tokens.accessTokenExpiresAt.map(PostgresValue.date) ?? .null)), \(tokens.version))
+            """)
+    }
+
     func tokens(hash: String, on c: PooledConnection, lock: Bool = false) async throws -> TokenSet? {
         let rows = try await c.query("""
             SELECT access_token, refresh_token, id_token, response, extract(epoch from access_expires_at), version

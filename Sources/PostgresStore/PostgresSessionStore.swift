@@ -56,11 +56,38 @@ public final class PostgresSessionStore: SessionStore {
 
     public func createSession(ttl: TimeInterval, now: Date) async throws -> String {
         let id = Identifier.make()
-        try await pool.query("""
-            INSERT INTO sessions (id_hash, created_at, last_seen_at, expires_at)
-            VALUES (\(Identifier.hash(id)), to_timestamp(\(now)), to_timestamp(\(now)), to_timestamp(\(now.addingTimeInterval(ttl))))
-            """)
+        try await pool.withConnection { c in try await self.insertSession(hash: Identifier.hash(id), ttl: ttl, now: now, on: c) }
         return id
+    }
+
+    public func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?,
+                             ttl: TimeInterval, now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)]) {
+        let id = Identifier.make(), hash = Identifier.hash(id)
+        let sealed = try sealTokens(tokens, launchHash: launch.idHash)
+        return try await pool.withTransaction { c in
+            try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
+            var ended: [(LaunchRecord, TokenSet)] = []
+            if let previousSessionID {
+                ended = try await self.takeOver(Identifier.hash(previousSessionID), into: hash, sameUserAs: launch, now: now, on: c)
+            }
+            try await self.insertLaunch(launch, tokens: tokens, sealed: sealed, sessionHash: hash, on: c)
+            return (id, ended)
+        }
+    }
+
+    /// Moves the launches of the live session `previous` that have `launch`'s user into the
+    /// session `next`, then deletes `previous` with the rest; returns the rest with their
+    /// tokens. The row lock makes a concurrent sign-in from the same browser wait, and then
+    /// find no session to take over.
+    private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, now: Date,
+                          on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
+        let live = try await c.query("SELECT 1 FROM sessions WHERE id_hash = \(previous) AND expires_at > to_timestamp(\(now)) FOR UPDATE")
+        guard !live.isEmpty else { return [] }
+        _ = try await c.query("""
+            UPDATE launches SET session_hash = \(next)
+            WHERE session_hash = \(previous) AND iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> ''
+            """)
+        return try await deleteSession(hash: previous, on: c)
     }
 
     public func rotateSession(idHash: String, ttl: TimeInterval, now: Date) async throws -> String? {
@@ -95,19 +122,7 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)] {
-        let hash = Identifier.hash(id)
-        return try await pool.withTransaction { c in
-            let launches = try await c.query("SELECT id_hash FROM launches WHERE session_hash = \(hash)")
-            var result: [(LaunchRecord, TokenSet)] = []
-            for row in launches {
-                let launchHash = try row.string(0)
-                if let launch = try await self.launch(byHash: launchHash, on: c), let tokens = try await self.tokens(hash: launchHash, on: c) {
-                    result.append((launch, tokens))
-                }
-            }
-            _ = try await c.query("DELETE FROM sessions WHERE id_hash = \(hash)")
-            return result
-        }
+        try await pool.withTransaction { c in try await self.deleteSession(hash: Identifier.hash(id), on: c) }
     }
 
     public func proxyContext(sessionID: String, launchID: String?, now: Date) async throws -> ProxyContext? {
@@ -138,20 +153,9 @@ public final class PostgresSessionStore: SessionStore {
     // MARK: Launches
 
     public func addLaunch(sessionID: String, _ launch: LaunchRecord, tokens: TokenSet) async throws {
-        let sessionHash = Identifier.hash(sessionID), launchHash = launch.idHash
-        let sealed = try sealTokens(tokens, launchHash: launchHash)
+        let sealed = try sealTokens(tokens, launchHash: launch.idHash)
         try await pool.withTransaction { c in
-            _ = try await c.query("""
-                INSERT INTO launches (id_hash, session_hash, iss, sub, fhir_user, scope, patient, context, created_at)
-                VALUES (\(launchHash), \(sessionHash), \(launch.iss), \(launch.sub), \(launch.fhirUser), \(launch.scope),
-                        \(launch.patient), \(launch.contextJSON)::jsonb, to_timestamp(\(launch.createdAt)))
-                """)
-            _ = try await c.query("""
-                INSERT INTO tokens (launch_hash, access_token, refresh_token, id_token, response, access_expires_at, version)
-                VALUES (\(launchHash), \(sealed.access), \(sealed.refresh.map(PostgresValue.bytes) ?? .null),
-                        \(sealed.id.map(PostgresValue.bytes) ?? .null), \(sealed.response),
-                        to_timestamp(\(tokens.accessTokenExpiresAt.map(PostgresValue.date) ?? .null)), \(tokens.version))
-                """)
+            try await self.insertLaunch(launch, tokens: tokens, sealed: sealed, sessionHash: Identifier.hash(sessionID), on: c)
         }
     }
 

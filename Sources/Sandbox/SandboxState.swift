@@ -71,6 +71,12 @@ public actor SandboxState {
     public private(set) var fhirContentEncoding: String?
     /// The JWKS endpoint answers 503 (an outage of the ID-token keys alone).
     public private(set) var jwksDown = false
+    /// The user (`sub`) that ID tokens name: another value plays another clinician signing
+    /// in on the same workstation.
+    public private(set) var idTokenSubject = "user-prac-1"
+    /// Members (of this JSON object) that every token response carries, replacing the
+    /// sandbox's own of the same name: an EHR with odd context, a NUL in `intent`, say.
+    public private(set) var tokenResponseExtras: JSONValue = [:]
 
     // Counters for tests.
     /// Requests to the token endpoint with `grant_type=refresh_token` (refused ones included).
@@ -120,6 +126,10 @@ public actor SandboxState {
     public func setFHIRContentEncoding(_ coding: String?) { fhirContentEncoding = coding }
     /// Makes the JWKS endpoint answer 503, or serve again.
     public func setJWKSDown(_ down: Bool) { jwksDown = down }
+    /// Makes ID tokens issued from now on name the user `sub`.
+    public func setIDTokenSubject(_ sub: String) { idTokenSubject = sub }
+    /// Makes token responses from now on carry the members of `extras` (a JSON object).
+    public func setTokenResponseExtras(_ extras: JSONValue) { tokenResponseExtras = extras }
     /// Registers (or replaces) a client.
     public func register(_ client: SandboxClient) { clients[client.id] = client }
     /// Zeroes the counters and forgets the recorded FHIR requests.

@@ -16,8 +16,18 @@ public protocol SessionStore: Sendable {
 
     /// Creates a session and returns its new identifier (≥ 128 bits from OpenSSL).
     func createSession(ttl: TimeInterval, now: Date) async throws -> String
-    /// Gives the unexpired session whose identifier hashes to `idHash` a new identifier (no
-    /// fixation across logins; mobile hand-off); nil when there is no such session.
+    /// A sign-in, all or nothing: creates a session with a new identifier (no fixation),
+    /// moves into it the launches of the live session `previousSessionID` that have the same
+    /// user as `launch` (the same `iss` and the same non-empty `sub`: a launch without `sub`
+    /// never moves), deletes that session with its other launches, and adds `launch` with
+    /// its tokens. When it throws, nothing has changed: `previousSessionID` still works, with
+    /// all its launches.
+    /// - Returns: the new session's identifier, and the launches that ended with their
+    ///   tokens (for revocation).
+    func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?,
+                      ttl: TimeInterval, now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)])
+    /// Gives the unexpired session whose identifier hashes to `idHash` a new identifier (the
+    /// mobile hand-off's session token); nil when there is no such session.
     func rotateSession(idHash: String, ttl: TimeInterval, now: Date) async throws -> String?
     /// The unexpired session with identifier `id`.
     func findSession(id: String, now: Date) async throws -> SessionRecord?

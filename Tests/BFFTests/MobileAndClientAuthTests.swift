@@ -54,6 +54,20 @@ struct MobileAndClientAuthTests {
         #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
     }
 
+    @Test("hand-off: a verifier too short or too long is a wrong verifier: it burns the code, and the right one then fails too",
+          arguments: ["short", "long"])
+    func wrongLengthVerifier(_ kind: String) async throws {
+        let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let verifier = SecureRandom.token(bytes: 32) // 43 characters, the shortest allowed
+        let code = try await handoffLogin(h, browser, verifier: verifier)
+        let wrong = kind == "short" ? String(verifier.dropLast()) : verifier + String(repeating: "a", count: 86) // 42 or 129
+        let refused = try await exchange(h, browser, code: code, verifier: wrong)
+        #expect(refused.status == 400 && refused.text.contains("invalid-handoff"), "\(refused.text)")
+        #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
+    }
+
     @Test("hand-off: a scheme off the allow-list, or a custom scheme without a challenge, is refused")
     func schemeOffList() async throws {
         let h = try await BFFHarness.start(returnOrigins: ["myapp:"])

@@ -8,8 +8,9 @@ import SMART
 import Sessions
 
 /// `GET /callback`: consumes `state` once, checks the RFC 9207 issuer, exchanges the code,
-/// validates the ID token, and starts a launch in a (new or rotated) session. No session
-/// and no cookie on any failure.
+/// validates the ID token, and starts a launch in a new session, which takes over the
+/// browser's earlier launches of the same user. No session and no session cookie on any
+/// failure; once `state` is used up, a failure deletes its browser binding (`LoginCookie`).
 struct CallbackHandler: Sendable {
     let services: BFFServices
     static let handoffLifetime: TimeInterval = 60
@@ -25,6 +26,19 @@ struct CallbackHandler: Sendable {
         guard let pending = try await services.store.consumePending(state: state, now: services.now()) else {
             throw Problems.badRequest("Unknown, expired or already used state.", type: "invalid-state")
         }
+        do {
+            return try await complete(request, state: state, pending: pending)
+        } catch var error as HTTPError {
+            // The state is used up: its browser binding has no use left. (A database failure,
+            // which is not an HTTPError here, leaves the binding to its Max-Age.)
+            error.headers.add("Set-Cookie", services.loginCookie.expire(state))
+            throw error
+        }
+    }
+
+    /// The callback once its `state` is used up: the EHR's answer, the code exchange, the
+    /// ID token, and the session.
+    private func complete(_ request: Request, state: String, pending: PendingAuthorization) async throws -> Response {
         guard let registration = services.registration(for: pending.iss) else {
             throw Problems.badRequest("The issuer is no longer registered.", type: "unknown-issuer")
         }
@@ -103,8 +117,7 @@ struct CallbackHandler: Sendable {
 
         if let challenge = pending.handoffChallenge {
             // Mobile: a fresh session, reachable only through a one-time hand-off code.
-            let sessionID = try await services.store.createSession(ttl: ttl, now: now)
-            try await services.store.addLaunch(sessionID: sessionID, launch, tokens: tokenSet)
+            let sessionID = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: nil, ttl: ttl, now: now).sessionID
             let code = SecureRandom.token(bytes: 32)
             try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
                                                  expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
@@ -112,17 +125,14 @@ struct CallbackHandler: Sendable {
             response.headers.add("Set-Cookie", services.loginCookie.expire(state))
             return response
         }
-        // Browser: a new session identifier at every login (no fixation); earlier launches of
-        // a live session carry over, so two tabs can hold two launches.
-        var sessionID: String?
-        if let existing = services.cookie.read(from: request),
-           let session = try await services.store.findSession(id: existing, now: now) {
-            sessionID = try await services.store.rotateSession(idHash: session.idHash, ttl: ttl, now: now)
-            services.proxyCache.invalidate(sessionHash: session.idHash) // the old identifier stops working here too
-        }
-        let id: String
-        if let sessionID { id = sessionID } else { id = try await services.store.createSession(ttl: ttl, now: now) }
-        try await services.store.addLaunch(sessionID: id, launch, tokens: tokenSet)
+        // Browser: a new session identifier at every login (no fixation). Earlier launches of
+        // the same user carry over, so two tabs can hold two patients; another user's (a
+        // shared workstation) end as at logout. One transaction: if it fails, the browser's
+        // session and cookie stay as they were.
+        let previous = services.cookie.read(from: request)
+        let (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
+        if let previous { services.proxyCache.invalidate(sessionHash: Identifier.hash(previous)) } // the old identifier stops working here too
+        await services.revokeTokens(of: ended)
         var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
         response.headers.add("Set-Cookie", services.cookie.set(id))
         response.headers.add("Set-Cookie", services.loginCookie.expire(state))

@@ -51,24 +51,8 @@ struct SessionHandlers: Sendable {
             ended = try await services.store.deleteSession(id: resolved.sessionID)
             if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
         }
-        for (launch, tokens) in ended { await revoke(tokens, iss: launch.iss) }
+        await services.revokeTokens(of: ended)
         return response
-    }
-
-    private func revoke(_ tokens: TokenSet, iss: String) async {
-        guard let registration = services.registration(for: iss),
-              let configuration = try? await services.metadata.configuration(for: iss),
-              let endpoint = configuration.revocationEndpoint else { return }
-        let pairs = [(tokens.refreshToken, "refresh_token"), (tokens.accessToken as String?, "access_token")]
-        for case let (token?, hint) in pairs {
-            do {
-                try await services.tokenClient.revoke(token: token, hint: hint, clientID: registration.clientID,
-                                                      authentication: services.authentication(for: registration),
-                                                      revocationEndpoint: endpoint)
-            } catch {
-                services.logger.warning("token revocation failed", metadata: ["smart.iss": .string(iss), "error.detail": .string(error.detail)])
-            }
-        }
     }
 
     /// `POST /session/handoff`: trades a one-time code and its PKCE-style verifier for a
@@ -78,13 +62,16 @@ struct SessionHandlers: Sendable {
             throw HTTPError(.unsupportedMediaType, detail: "Send application/json.")
         }
         guard let body = try? JSONParser.parse(request.body), let code = body["handoff"]?.stringValue,
-              let verifier = body["handoff_verifier"]?.stringValue, (43...128).contains(verifier.utf8.count), code.utf8.count <= 256 else {
+              let verifier = body["handoff_verifier"]?.stringValue, code.utf8.count <= 256 else {
             throw Problems.badRequest("Expected {\"handoff\": code, \"handoff_verifier\": verifier}.")
         }
         guard let (sessionHash, challenge) = try await services.store.consumeHandoff(code: code, now: services.now()) else {
             throw Problems.badRequest("Unknown, expired or already used hand-off code.", type: "invalid-handoff")
         }
-        guard constantTimeEquals(Array(PKCE.challenge(for: verifier).utf8), Array(challenge.utf8)) else {
+        // Checked only now that the code is used up: a verifier of the wrong length is a wrong
+        // verifier too, and burns the code. The length goes first, so no more than 128 bytes are hashed.
+        guard (43...128).contains(verifier.utf8.count),
+              constantTimeEquals(Array(PKCE.challenge(for: verifier).utf8), Array(challenge.utf8)) else {
             if let id = try await services.store.rotateSession(idHash: sessionHash, ttl: 1, now: services.now()) {
                 _ = try await services.store.deleteSession(id: id)
             }

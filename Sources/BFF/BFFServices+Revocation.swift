@@ -1,0 +1,25 @@
+import Sessions
+
+extension BFFServices {
+    /// Revokes the tokens of launches that have ended here (a logout, or another user's
+    /// sign-in in the same browser) at their EHRs, where the EHR advertises a revocation
+    /// endpoint (RFC 7009). A failure is logged, not thrown: the launches are gone here either way.
+    func revokeTokens(of ended: [(LaunchRecord, TokenSet)]) async {
+        for (launch, tokens) in ended { await revoke(tokens, iss: launch.iss) }
+    }
+
+    private func revoke(_ tokens: TokenSet, iss: String) async {
+        guard let registration = registration(for: iss),
+              let configuration = try? await metadata.configuration(for: iss),
+              let endpoint = configuration.revocationEndpoint else { return }
+        let pairs = [(tokens.refreshToken, "refresh_token"), (tokens.accessToken as String?, "access_token")]
+        for case let (token?, hint) in pairs {
+            do {
+                try await tokenClient.revoke(token: token, hint: hint, clientID: registration.clientID,
+                                             authentication: authentication(for: registration), revocationEndpoint: endpoint)
+            } catch {
+                logger.warning("token revocation failed", metadata: ["smart.iss": .string(iss), "error.detail": .string(error.detail)])
+            }
+        }
+    }
+}

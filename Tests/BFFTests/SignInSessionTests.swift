@@ -1,0 +1,72 @@
+import BFF
+import Foundation
+import JSON
+import Testing
+
+@Suite("a sign-in in a browser that already has a session")
+struct SignInSessionTests {
+    @Test("a sign-in the database refuses (a NUL in the EHR's launch context) leaves the browser's session, cookie and launch working")
+    func failedSignInKeepsSession() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser, patient: "pat-1")
+        let cookie = try #require(browser.cookieValues["bff_session"])
+        await h.sandbox.state.setTokenResponseExtras(["intent": "a\u{0}b"]) // PostgreSQL's jsonb refuses \u0000
+        let (failed, second) = try await h.standaloneLogin(browser, patient: "pat-2")
+        #expect(failed.status == 500 && second == nil, "\(failed.status) \(failed.text)")
+        #expect(failed.header("Content-Type") == "application/problem+json")
+        #expect(!failed.setCookies.contains { $0.hasPrefix("bff_session=") }, "no session cookie on a failure: \(failed.setCookies)")
+        #expect(browser.cookieValues["bff_session"] == cookie)
+        let session = try await browser.api(h.baseURL + "/session", launch: first)
+        #expect(session.status == 200 && (try? JSONParser.parse(session.body))?["patient"]?.stringValue == "pat-1", "\(session.status) \(session.text)")
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first).status == 200, "the launch's tokens are still its own")
+    }
+}
+
+extension SignInSessionTests {
+    @Test("another user signing in in the same browser (a shared workstation) ends the first user's launch, and revokes its tokens; the same user's launches stay")
+    func anotherUser() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, a) = try await h.standaloneLogin(browser, patient: "pat-1")
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: a).status == 200) // in the proxy cache now
+        let firstCookie = try #require(browser.cookieValues["bff_session"])
+        await h.sandbox.state.setIDTokenSubject("user-prac-2")
+        await h.sandbox.state.resetCounters()
+        let (_, b) = try await h.standaloneLogin(browser, patient: "pat-2")
+        #expect(b != nil)
+        for path in ["/session", "/context", "/fhir/Patient/pat-1"] {
+            #expect(try await browser.api(h.baseURL + path, launch: a).status == 401, "\(path) with the first user's launch")
+        }
+        let stale = Browser(client: h.client)
+        stale.setCookie("bff_session", firstCookie)
+        #expect(try await stale.api(h.baseURL + "/fhir/Patient/pat-1", launch: a).status == 401)
+        #expect(await h.sandbox.state.revocations == 2, "the first user's refresh and access tokens")
+        // The second user's next sign-in keeps their first launch.
+        let (_, c) = try await h.standaloneLogin(browser, patient: "pat-3")
+        for (launch, patient) in [(b, "pat-2"), (c, "pat-3")] {
+            let session = try await browser.api(h.baseURL + "/session", launch: launch)
+            let json = try JSONParser.parse(session.body)
+            #expect(json["sub"]?.stringValue == "user-prac-2" && json["patient"]?.stringValue == patient, "\(session.text)")
+        }
+        #expect(await h.sandbox.state.revocations == 2)
+    }
+
+    @Test("launches without a user (no openid scope) never carry over: the earlier one ends at the next sign-in")
+    func noUser() async throws {
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app", standaloneScope: "launch/patient patient/*.rs offline_access")]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, a) = try await h.standaloneLogin(browser, patient: "pat-1")
+        #expect(try await browser.api(h.baseURL + "/session", launch: a).status == 200)
+        await h.sandbox.state.resetCounters()
+        let (_, b) = try await h.standaloneLogin(browser, patient: "pat-2")
+        #expect(try await browser.api(h.baseURL + "/session", launch: a).status == 401)
+        #expect(try await browser.api(h.baseURL + "/session", launch: b).status == 200)
+        #expect(await h.sandbox.state.revocations == 2)
+    }
+}
