@@ -4,6 +4,10 @@ public struct HTTPClientStreamingResponse: Sendable {
     public var status: Int
     /// The fields of the final response head, in order, as received.
     public var headers: [(name: String, value: String)]
+    /// The body's length as the framing decided it: set only when `Content-Length` frames
+    /// the body. Nil for a chunked body (whatever `Content-Length` came with it: RFC 9112
+    /// §6.3), one delimited by the close, and a response without a body (to HEAD, 204, 304).
+    public var declaredLength: Int?
     /// The body in pieces. It ends with an error if the upstream stopped early: a truncated
     /// body never ends cleanly.
     public var body: HTTPBodyStream

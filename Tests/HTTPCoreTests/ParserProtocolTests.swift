@@ -51,6 +51,16 @@ struct ParserProtocolTests {
         }
     }
 
+    @Test("Expect: 100-continue from an HTTP/1.0 client is ignored: no interim response, the body is read")
+    func expectContinueHTTP10() {
+        var parser = RequestParser()
+        guard case .needMoreData = parser.parse(Wire.bytes("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")) else {
+            Issue.record("expected to wait for the body without asking for 100 Continue"); return
+        }
+        guard case let .complete(request, _) = parser.parse(Wire.bytes("ok")) else { Issue.record("body not read"); return }
+        #expect(request.body == Wire.bytes("ok"))
+    }
+
     @Test("Expect: foo is 417")
     func expectOther() { #expect(Wire.refusal("POST / HTTP/1.1\r\nHost: a\r\nExpect: foo\r\nContent-Length: 1\r\n\r\nx") == 417) }
 

@@ -126,4 +126,18 @@ struct ServerLiveTests {
             #expect(final?.status == 200 && final?.text == "hello")
         }
     }
+
+    @Test("Expect: 100-continue from an HTTP/1.0 client gets no interim response, only the final one")
+    func expectContinueHTTP10() async throws {
+        try await withLiveServer { server in
+            let port = server.port
+            let received = try await runBlocking { () throws -> [UInt8] in
+                let c = try RawHTTPClient(port: port)
+                c.send("POST /echo HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello")
+                return c.readUntilClose() // HTTP/1.0 without keep-alive: the server closes after its answer
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.0 200 OK\r\n") && text.hasSuffix("\r\n\r\nhello"), "\(text)")
+        }
+    }
 }

@@ -66,6 +66,27 @@ struct SplitFeedTests {
         #expect(bytewise.requests == whole.requests && bytewise.refusal == nil, "byte at a time")
     }
 
+    @Test("a head sent a byte at a time is searched once, not again from its start on every read")
+    func byteAtATimeHeadIsSearchedOnce() {
+        let fields = (0..<99).map { "X-Field-\($0): " + String(repeating: "v", count: 136) + "\r\n" }.joined()
+        let head = Wire.bytes("GET / HTTP/1.1\r\nHost: a\r\n" + fields + "\r\n") // 100 fields, about 15 KB
+        var parser = RequestParser()
+        var buffer: [UInt8] = []
+        var request: ParsedRequest?
+        for byte in head {
+            buffer.append(byte)
+            switch parser.parse(buffer) {
+            case let .needMoreData(consumed): buffer.removeFirst(consumed)
+            case let .complete(parsed, _): request = parsed
+            default: Issue.record("neither more data nor a request"); return
+            }
+        }
+        #expect(request?.headers.count == 100)
+        // Each byte once, and the CR of each CRLF again when its LF arrives. Searching from the
+        // start of the head on every read would be about head.count² / 2 (over 100 million).
+        #expect(parser.headBytesSearched <= 2 * head.count, "\(parser.headBytesSearched) bytes searched for a \(head.count)-byte head")
+    }
+
     @Test("refused inputs stay refused, after the same requests, however they are split", arguments: refused)
     func refusedSplits(_ input: Input) {
         let whole = feed([input.bytes])

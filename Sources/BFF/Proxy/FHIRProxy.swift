@@ -122,7 +122,9 @@ struct FHIRProxy: Sendable {
         // are refused before any upstream call; this is the second line.)
         response.headers.replace("Content-Security-Policy", "default-src 'none'; sandbox")
         let rewrite = upstream.header("Content-Type").map(FHIRProxy.isJSON) ?? false
-        let declared = upstream.header("Content-Length").flatMap(Int.init)
+        // As the client's framing read it: a Content-Length sent beside chunked coding is not
+        // the body's length (RFC 9112 §6.3), and is not passed on.
+        let declared = upstream.declaredLength
         let audit = auditRecorder(request: request, launch: launch, status: upstream.status)
         let body = upstream.body
         let bodyless = request.method == "HEAD" || upstream.status == 204 || upstream.status == 304
@@ -130,7 +132,7 @@ struct FHIRProxy: Sendable {
             body.cancel()
             audit(0)
             // HEAD keeps the upstream length (when the body would not be rewritten); no bytes follow.
-            response.body = .stream(length: request.method == "HEAD" && !rewrite ? declared : nil) { _ in }
+            response.body = .stream(length: request.method == "HEAD" && !rewrite ? FHIRProxy.lengthOfGET(upstream) : nil) { _ in }
             return response
         }
         if let coding = upstream.header("Content-Encoding"), !coding.trimmingCharacters(in: .whitespaces).equalsIgnoringASCIICase("identity") {
@@ -170,6 +172,15 @@ struct FHIRProxy: Sendable {
             }
         }
         return response
+    }
+
+    /// The length a response to HEAD gives for the GET's body: its Content-Length, unless a
+    /// Transfer-Encoding says that body would be chunked (RFC 9112 §6.3: then the
+    /// Content-Length does not count). No body framed the HEAD response itself, so the
+    /// client's `declaredLength` is nil for it.
+    private static func lengthOfGET(_ upstream: HTTPClientStreamingResponse) -> Int? {
+        guard upstream.header("Transfer-Encoding") == nil else { return nil }
+        return upstream.header("Content-Length").flatMap(Int.init)
     }
 
     /// Whether a Content-Type is JSON (`application/fhir+json`, `application/json`, ...),

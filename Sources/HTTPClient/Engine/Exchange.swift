@@ -94,7 +94,8 @@ final class Exchange: @unchecked Sendable {
         guard let head = parser.head, case let .streaming(continuation)? = delivery, let bodyBuffer else { return }
         delivery = nil
         continuation.resume(returning: .success(
-            HTTPClientStreamingResponse(status: head.status, headers: head.headers, body: HTTPBodyStream(buffer: bodyBuffer))))
+            HTTPClientStreamingResponse(status: head.status, headers: head.headers, declaredLength: parser.declaredLength,
+                                        body: HTTPBodyStream(buffer: bodyBuffer))))
     }
 
     /// Loop thread: ends the exchange once, resuming the caller or ending the body stream.

@@ -56,7 +56,9 @@ struct ResponseParser {
     private(set) var hasReceivedAnything = false
     /// The connection may carry another request once this response is complete.
     private(set) var allowsReuse = true
-    /// The declared body length, when the head gave one.
+    /// The body's length when `Content-Length` frames it; nil when the body is chunked (a
+    /// `Content-Length` beside `Transfer-Encoding` does not count), delimited by the close,
+    /// or absent (HEAD, 204, 304).
     private(set) var declaredLength: Int?
 
     var isComplete: Bool { state == .done }

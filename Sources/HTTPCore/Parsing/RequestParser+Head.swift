@@ -5,61 +5,123 @@ extension RequestParser {
         case head(ParsedRequest, consumed: Int, body: State, expectsContinue: Bool)
     }
 
-    /// Parses a request line and header block, all or nothing (empty lines before a request
-    /// are consumed on their own).
-    func parseHead(_ b: UnsafeBufferPointer<UInt8>) -> HeadResult {
-        let n = b.count
+    typealias RequestLine = (method: String, target: String, version: HTTPVersion)
+
+    /// How far a head that has not arrived whole has been read. A client may send its head a
+    /// byte at a time: resuming here keeps each read's work proportional to the bytes it
+    /// brought, where starting over would cost the whole head again on every read (quadratic
+    /// in its size). Offsets count from the head's first byte, where the buffer of every
+    /// later call starts (until the head is complete, nothing past it is consumed).
+    struct HeadProgress: Sendable {
+        /// The request line, once its CRLF has arrived.
+        var line: RequestLine?
+        /// Just past the request line's CRLF: where the header block starts.
+        var headerStart = 0
+        /// The fields of the header lines that have arrived whole.
+        var headers = HTTPHeaders()
+        /// Where the line that has not arrived whole starts.
+        var lineStart = 0
+        /// The first byte of that line not yet checked (a CR at the end of the bytes so far is
+        /// checked again once the byte after it is known).
+        var checked = 0
+    }
+
+    /// What resuming a head found.
+    private enum HeadScan {
+        case needMore
+        case failure(ParseError)
+        case complete(end: Int)
+    }
+
+    /// Parses a request line and header block. The request comes back once the whole head is
+    /// here; until then each call checks only the bytes that are new (see `HeadProgress`).
+    /// Empty lines before a request are consumed on their own.
+    mutating func parseHead(_ bytes: UnsafeBufferPointer<UInt8>) -> HeadResult {
+        let n = bytes.count
         var i = 0
         // RFC 9112 §2.2: ignore empty lines before a request-line.
-        while i + 1 < n, b[i] == CR, b[i + 1] == LF { i += 2 }
-        if i < n, b[i] == LF { return .failure(.bad("bare LF")) }
-        if i == n || (i + 1 == n && b[i] == CR) { return .needMore(consumed: i) }
-        if !ByteClass.token[Int(b[i])] { return .failure(.bad("invalid method")) }
+        while i + 1 < n, bytes[i] == CR, bytes[i + 1] == LF { i += 2 }
+        if i < n, bytes[i] == LF { return .failure(.bad("bare LF")) }
+        if i == n || (i + 1 == n && bytes[i] == CR) { return .needMore(consumed: i) }
+        if !ByteClass.token[Int(bytes[i])] { return .failure(.bad("invalid method")) }
 
-        // Request line.
-        let lineStart = i
-        guard let lf = find(LF, in: b, from: i, limit: limits.maxRequestLineBytes + 2) else {
-            if n - i > limits.maxRequestLineBytes + 1 { return .failure(ParseError(.uriTooLong, "request line too long")) }
-            if let cr = find(CR, in: b, from: i, limit: n), cr + 1 < n, b[cr + 1] != LF { return .failure(.bad("bare CR")) }
-            return .needMore(consumed: lineStart)
+        let head = UnsafeBufferPointer(rebasing: bytes[i...])
+        let scan = progress.line == nil ? scanRequestLine(head) : scanFields(head)
+        switch scan {
+        case .needMore:
+            return .needMore(consumed: i)
+        case let .failure(error):
+            return .failure(error)
+        case let .complete(end):
+            let (line, headers) = (progress.line!, progress.headers)
+            progress = HeadProgress()
+            return interpret(line: line, headers: headers, consumed: i + end)
         }
-        guard lf > i, b[lf - 1] == CR else { return .failure(.bad("bare LF in request line")) }
-        let line: (method: String, target: String, version: HTTPVersion)
-        switch parseRequestLine(b, from: i, to: lf - 1) {
-        case let .success(l): line = l
+    }
+
+    /// Reads the request line once its CRLF is here, then goes on to the fields; until then,
+    /// refuses what is already certain to be refused.
+    private mutating func scanRequestLine(_ b: UnsafeBufferPointer<UInt8>) -> HeadScan {
+        let n = b.count
+        let from = progress.checked
+        guard let lf = findLineEnd(in: b, from: from, end: limits.maxRequestLineBytes + 2) else {
+            if n > limits.maxRequestLineBytes + 1 { return .failure(ParseError(.uriTooLong, "request line too long")) }
+            if let cr = find(CR, in: b, from: from, limit: n), cr + 1 < n { return .failure(.bad("bare CR")) }
+            progress.checked = b[n - 1] == CR ? n - 1 : n
+            return .needMore
+        }
+        guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in request line")) }
+        switch parseRequestLine(b, from: 0, to: lf - 1) {
+        case let .success(line): progress.line = line
         case let .failure(e): return .failure(e)
         }
+        progress.headers = HTTPHeaders(minimumCapacity: 16) // browsers send 10 to 15 fields: one allocation, no regrowth
+        (progress.headerStart, progress.lineStart, progress.checked) = (lf + 1, lf + 1, lf + 1)
+        return scanFields(b)
+    }
 
-        // Header fields.
-        var headers = HTTPHeaders(minimumCapacity: 16) // browsers send 10 to 15 fields: one allocation, no regrowth
-        var s = lf + 1
-        let headerStart = s
+    /// Reads each header line whose LF is here, up to the empty line that ends the head.
+    private mutating func scanFields(_ b: UnsafeBufferPointer<UInt8>) -> HeadScan {
+        let n = b.count
+        let headerStart = progress.headerStart
+        var s = progress.lineStart
         while true {
             if s - headerStart > limits.maxHeaderBytes { return .failure(ParseError(.headerFieldsTooLarge, "header block too large")) }
             if s + 1 < n, b[s] == CR, b[s + 1] == LF { s += 2; break }
             if s < n, b[s] == LF { return .failure(.bad("bare LF")) }
             if s + 1 < n, b[s] == CR { return .failure(.bad("bare CR")) }
-            guard let eol = find(LF, in: b, from: s, limit: limits.maxHeaderBytes + 2) else {
+            let from = max(s, progress.checked)
+            guard let eol = findLineEnd(in: b, from: from, end: s + limits.maxHeaderBytes + 2) else {
                 // + 1: the CR of the final CRLF may already be here (that CRLF is not counted).
                 if n - headerStart > limits.maxHeaderBytes + 1 { return .failure(ParseError(.headerFieldsTooLarge, "header block too large")) }
-                if let e = scanFieldPrefix(b, from: s, to: n) { return .failure(e) }
-                return .needMore(consumed: lineStart)
+                if let e = scanFieldPrefix(b, lineStart: s, from: from, to: n) { return .failure(e) }
+                progress.lineStart = s
+                progress.checked = b[n - 1] == CR ? n - 1 : n
+                return .needMore
             }
             guard b[eol - 1] == CR, eol - 1 >= s else { return .failure(.bad("bare LF in header")) }
             switch parseField(b, from: s, to: eol - 1) {
             case let .failure(e): return .failure(e)
-            case let .success(field): headers.add(field.name, field.value)
+            case let .success(field): progress.headers.add(field.name, field.value)
             }
-            if headers.count > limits.maxHeaderCount { return .failure(ParseError(.headerFieldsTooLarge, "too many header fields")) }
+            if progress.headers.count > limits.maxHeaderCount { return .failure(ParseError(.headerFieldsTooLarge, "too many header fields")) }
             s = eol + 1
         }
         if s - headerStart - 2 > limits.maxHeaderBytes { return .failure(ParseError(.headerFieldsTooLarge, "header block too large")) }
-        return interpret(line: line, headers: headers, consumed: s)
+        return .complete(end: s)
     }
 
-    /// Checks a partial header line for bytes that are already certain to be refused.
-    private func scanFieldPrefix(_ b: UnsafeBufferPointer<UInt8>, from: Int, to: Int) -> ParseError? {
-        if from < to, b[from] == SP || b[from] == HT { return .bad("obs-fold") }
+    /// The first LF in `b[from..<end]`, counting the bytes looked at in `headBytesSearched`.
+    private mutating func findLineEnd(in b: UnsafeBufferPointer<UInt8>, from: Int, end: Int) -> Int? {
+        let lf = find(LF, in: b, from: from, limit: end - from)
+        headBytesSearched += (lf.map { $0 + 1 } ?? min(b.count, end)) - from
+        return lf
+    }
+
+    /// Checks a partial header line that starts at `lineStart` for bytes that are already
+    /// certain to be refused; the bytes before `from` were checked by an earlier call.
+    private func scanFieldPrefix(_ b: UnsafeBufferPointer<UInt8>, lineStart: Int, from: Int, to: Int) -> ParseError? {
+        if lineStart < to, b[lineStart] == SP || b[lineStart] == HT { return .bad("obs-fold") }
         var k = from
         while k < to {
             let c = b[k]

@@ -32,13 +32,14 @@ extension RequestParser {
         }
         let keepAlive = !close && (line.version == .http11 || keepAliveOption)
 
-        // Expect.
+        // Expect. An HTTP/1.0 client must not be sent a 1xx response (RFC 9110 §15.2): its
+        // 100-continue is ignored (§10.1.1).
         var expectsContinue = false
         if let expect = framing.expect {
             guard expect.equalsIgnoringASCIICase("100-continue") else {
                 return .failure(ParseError(HTTPStatus(code: 417, reason: "Expectation Failed"), "unsupported expectation"))
             }
-            expectsContinue = true
+            expectsContinue = line.version == .http11
         }
 
         // Body framing (RFC 9112 §6).

@@ -42,6 +42,12 @@ public struct RequestParser: Sendable {
     public let limits: HTTPLimits
     private var state: State = .head
     private var current: ParsedRequest?
+    /// The head read so far, while it has not arrived whole.
+    var progress = HeadProgress()
+    /// Bytes searched for the end of a head's lines, a byte counted again each time it is
+    /// searched again: for tests that check a head sent in pieces costs no more than one
+    /// sent whole.
+    var headBytesSearched = 0
 
     public init(limits: HTTPLimits = HTTPLimits()) {
         self.limits = limits

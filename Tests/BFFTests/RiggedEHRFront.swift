@@ -1,0 +1,62 @@
+import BFFTesting
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A plain-TCP front for the sandbox EHR that answers requests for one path itself, with
+/// bytes the sandbox's server would never send, and relays every other request to the
+/// sandbox. Each connection carries one request: the sandbox is asked to close after its
+/// answer, which then says so, and the client opens a new connection for the next request.
+/// Give the sandbox `url` as its public base URL, then `forward(to:)` its port.
+final class RiggedEHRFront: Sendable {
+    private let listener: ThreadedListener
+    private let path: String
+    private let answer: @Sendable (_ method: String) -> [UInt8]
+    private let backendPort = Atomic<Int>(0)
+
+    /// `http://127.0.0.1:<port>`.
+    var url: String { "http://127.0.0.1:\(listener.port)" }
+
+    /// `answer` gives the bytes sent for a request (GET or HEAD) whose target is `path`.
+    init(path: String, answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
+        self.path = path
+        self.answer = answer
+        listener = try ThreadedListener()
+        listener.start { [self] client in serve(client) }
+    }
+
+    /// Where the other requests go: the sandbox's port.
+    func forward(to port: Int) { backendPort.store(port, ordering: .releasing) }
+
+    /// Stops accepting and ends every connection.
+    func shutdown() { listener.shutdown() }
+
+    private func serve(_ client: Int32) {
+        guard let head = readHead(client) else { return }
+        let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self).split(separator: " ")
+        if requestLine.count == 3, requestLine[1] == path {
+            _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]))[...])
+            return
+        }
+        guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }
+        listener.track(backend)
+        defer { listener.untrack(backend) }
+        let closing = head.dropLast(2) + Array("Connection: close\r\n\r\n".utf8) // any body follows through the relay
+        guard LoopbackSocket.sendAll(backend, closing) else { return }
+        LoopbackSocket.relay(client, backend)
+    }
+
+    /// The request head, up to and with its empty line.
+    private func readHead(_ fd: Int32) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while bytes.count < 16_384 {
+            guard recv(fd, &byte, 1, 0) == 1 else { return nil }
+            bytes.append(byte)
+            if bytes.suffix(4) == [13, 10, 13, 10] { return bytes }
+        }
+        return nil
+    }
+}
