@@ -84,7 +84,28 @@ struct SplitFeedTests {
         #expect(request?.headers.count == 100)
         // Each byte once, and the CR of each CRLF again when its LF arrives. Searching from the
         // start of the head on every read would be about head.count² / 2 (over 100 million).
-        #expect(parser.headBytesSearched <= 2 * head.count, "\(parser.headBytesSearched) bytes searched for a \(head.count)-byte head")
+        #expect(parser.bytesSearched <= 2 * head.count, "\(parser.bytesSearched) bytes searched for a \(head.count)-byte head")
+    }
+
+    @Test("a chunked body's trailer line sent a byte at a time is searched once, not again from its start on every read")
+    func byteAtATimeTrailerIsSearchedOnce() {
+        let head = Wire.bytes("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n")
+        let trailers = Wire.bytes("X-Trailer: " + String(repeating: "t", count: 15_000) + "\r\nX-Other: 1\r\n\r\n")
+        var parser = RequestParser()
+        var buffer: [UInt8] = []
+        var request: ParsedRequest?
+        for byte in head + trailers {
+            buffer.append(byte)
+            switch parser.parse(buffer) {
+            case let .needMoreData(consumed): buffer.removeFirst(consumed)
+            case let .complete(parsed, _): request = parsed
+            default: Issue.record("neither more data nor a request"); return
+            }
+        }
+        #expect(request?.body == Array("abc".utf8))
+        // Searching the 15 KB line from its start on every read would be over 100 million.
+        let total = head.count + trailers.count
+        #expect(parser.bytesSearched <= 2 * total, "\(parser.bytesSearched) bytes searched for a \(total)-byte message")
     }
 
     @Test("refused inputs stay refused, after the same requests, however they are split", arguments: refused)

@@ -6,7 +6,8 @@ extension RequestParser {
     }
 
     enum TrailerResult {
-        case needMore
+        /// The line is unfinished; its first `searched` bytes hold no LF.
+        case needMore(searched: Int)
         case failure(ParseError)
         case line(consumed: Int)
         case end(consumed: Int)
@@ -37,16 +38,18 @@ extension RequestParser {
         return .size(size, consumed: lf + 1)
     }
 
-    /// Parses one trailer field line, or the empty line that ends the message.
-    func parseTrailerLine(_ b: UnsafeBufferPointer<UInt8>, count: Int, size: Int) -> TrailerResult {
+    /// Parses one trailer field line, or the empty line that ends the message. The first
+    /// `searched` bytes of `b` were searched for the line's end by an earlier call: a line
+    /// sent in pieces is searched once, not again from its start with every piece.
+    mutating func parseTrailerLine(_ b: UnsafeBufferPointer<UInt8>, count: Int, size: Int, searched: Int) -> TrailerResult {
         if b.count >= 2, b[0] == CR, b[1] == LF { return .end(consumed: 2) }
         if b.count >= 1, b[0] == LF { return .failure(.bad("bare LF in trailer")) }
         if b.count >= 2, b[0] == CR { return .failure(.bad("bare CR in trailer")) }
         if b.count >= 1, b[0] == SP || b[0] == HT { return .failure(.bad("obs-fold in trailer")) }
         // Trailer lines may total maxHeaderBytes; the final CRLF is not counted (its CR may be here).
-        guard let lf = find(LF, in: b, from: 0, limit: limits.maxHeaderBytes - size) else {
+        guard let lf = findLineEnd(in: b, from: searched, end: limits.maxHeaderBytes - size) else {
             if size + b.count > limits.maxHeaderBytes + 1 { return .failure(ParseError(.headerFieldsTooLarge, "trailers too large")) }
-            return .needMore
+            return .needMore(searched: b.count)
         }
         guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in trailer")) }
         var k = 0

@@ -111,10 +111,10 @@ extension RequestParser {
         return .complete(end: s)
     }
 
-    /// The first LF in `b[from..<end]`, counting the bytes looked at in `headBytesSearched`.
-    private mutating func findLineEnd(in b: UnsafeBufferPointer<UInt8>, from: Int, end: Int) -> Int? {
+    /// The first LF in `b[from..<end]`, counting the bytes looked at in `bytesSearched`.
+    mutating func findLineEnd(in b: UnsafeBufferPointer<UInt8>, from: Int, end: Int) -> Int? {
         let lf = find(LF, in: b, from: from, limit: end - from)
-        headBytesSearched += (lf.map { $0 + 1 } ?? min(b.count, end)) - from
+        bytesSearched += (lf.map { $0 + 1 } ?? max(from, min(b.count, end))) - from
         return lf
     }
 

@@ -35,7 +35,8 @@ public struct RequestParser: Sendable {
         case chunkSize
         case chunkData(remaining: Int)
         case chunkDataEnd
-        case trailers(count: Int, bytes: Int)
+        /// `searched`: bytes of the unfinished trailer line already searched for its end.
+        case trailers(count: Int, bytes: Int, searched: Int)
         case closed
     }
 
@@ -44,10 +45,10 @@ public struct RequestParser: Sendable {
     private var current: ParsedRequest?
     /// The head read so far, while it has not arrived whole.
     var progress = HeadProgress()
-    /// Bytes searched for the end of a head's lines, a byte counted again each time it is
-    /// searched again: for tests that check a head sent in pieces costs no more than one
-    /// sent whole.
-    var headBytesSearched = 0
+    /// Bytes searched for the ends of head and trailer lines, a byte counted again each time
+    /// it is searched again: for tests that check a message sent in pieces costs no more than
+    /// one sent whole.
+    var bytesSearched = 0
 
     public init(limits: HTTPLimits = HTTPLimits()) {
         self.limits = limits
@@ -92,7 +93,7 @@ public struct RequestParser: Sendable {
                 case let .size(size, used):
                     consumed += used
                     if size == 0 {
-                        state = .trailers(count: 0, bytes: 0)
+                        state = .trailers(count: 0, bytes: 0, searched: 0)
                     } else if current!.body.count + size > limits.maxBodyBytes {
                         state = .closed
                         return .failed(ParseError(.contentTooLarge, "chunked body exceeds the limit"))
@@ -117,13 +118,15 @@ public struct RequestParser: Sendable {
                 guard rest[0] == CR, rest[1] == LF else { state = .closed; return .failed(.bad("chunk data not followed by CRLF")) }
                 consumed += 2
                 state = .chunkSize
-            case let .trailers(count, size):
-                switch parseTrailerLine(rest, count: count, size: size) {
-                case .needMore: return .needMoreData(consumed: consumed)
+            case let .trailers(count, size, searched):
+                switch parseTrailerLine(rest, count: count, size: size, searched: searched) {
+                case let .needMore(searched):
+                    state = .trailers(count: count, bytes: size, searched: searched)
+                    return .needMoreData(consumed: consumed)
                 case let .failure(error): state = .closed; return .failed(error)
                 case let .line(used):
                     consumed += used
-                    state = .trailers(count: count + 1, bytes: size + used)
+                    state = .trailers(count: count + 1, bytes: size + used, searched: 0)
                 case let .end(used):
                     consumed += used
                     return finish(consumed: consumed)
