@@ -45,6 +45,7 @@ extension SandboxEHR {
         guard await authenticate(request, form) != nil else { return oauthError("invalid_client", status: .unauthorized) }
         if let token = form["token"] { await state.revoke(token) }
         await state.countRevocation()
+        if let delay = await state.revocationDelay { try? await Task.sleep(for: delay) }
         return Response(status: .ok)
     }
 

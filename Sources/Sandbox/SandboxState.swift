@@ -62,6 +62,8 @@ public actor SandboxState {
     public private(set) var denyNextAuthorization = false
     /// Every FHIR request waits this long before it is answered.
     public private(set) var fhirDelay: Duration?
+    /// The revocation endpoint waits this long before it answers (a slow EHR at logout).
+    public private(set) var revocationDelay: Duration?
     /// Every FHIR request is answered 503 with an OperationOutcome.
     public private(set) var fhirDown: Bool
     /// Every authorized FHIR request gets a response that breaks off half-way through its body.
@@ -118,6 +120,8 @@ public actor SandboxState {
     public func denyNext() { denyNextAuthorization = true }
     /// Delays every FHIR response by `delay`, or not at all with nil.
     public func setFHIRDelay(_ delay: Duration?) { fhirDelay = delay }
+    /// Makes the revocation endpoint wait `delay` before answering, or answer at once (nil).
+    public func setRevocationDelay(_ delay: Duration?) { revocationDelay = delay }
     /// Makes the FHIR server answer 503 (an outage that still accepts connections).
     public func setFHIRDown(_ down: Bool) { fhirDown = down }
     /// Makes FHIR responses break off half-way through their declared body.

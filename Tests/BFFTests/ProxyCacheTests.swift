@@ -48,6 +48,23 @@ struct ProxyCacheTests {
         #expect(try await read(h, 1, cookie: cookie, launch: launch) == 401)
     }
 
+    @Test("logout: a read from another tab while the EHR is still revoking is refused, not served from the cache")
+    func readDuringSlowRevocation() async throws {
+        let (h, browser, cookie, launch) = try await loggedIn(instances: 1, proxyCacheSeconds: 60)
+        defer { Task { await h.stop() } }
+        #expect(try await read(h, 0, cookie: cookie, launch: launch) == 200) // cached for 60 s
+        await h.sandbox.state.setRevocationDelay(.seconds(10)) // the read below comes long before
+        let logout = Task { try await browser.api("POST", h.baseURL + "/logout").status }
+        // The rows are gone once the EHR has been asked to revoke (it counts on arrival).
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await h.sandbox.state.revocations == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await read(h, 0, cookie: cookie, launch: launch) == 401)
+        await h.sandbox.state.setRevocationDelay(nil)
+        #expect(try await logout.value == 204)
+    }
+
     @Test("logout with an EHR that does not revoke: the other instance refuses within BFF_PROXY_CACHE_SECONDS, at once with 0")
     func logoutWithoutRevocation() async throws {
         for cacheSeconds in [2, 0] {

@@ -51,6 +51,9 @@ struct SessionHandlers: Sendable {
             ended = try await services.store.deleteSession(id: resolved.sessionID)
             if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
         }
+        // At once, not after revocation, which waits on the EHR: meanwhile another tab's read
+        // must not be served from this instance's cache. (The `defer` covers a failed delete.)
+        services.proxyCache.invalidate(sessionHash: resolved.session.idHash)
         await services.revokeTokens(of: ended)
         return response
     }
