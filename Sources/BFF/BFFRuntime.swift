@@ -31,6 +31,8 @@ public final class BFFRuntime: Sendable {
         /// Longest wait of a request for a free database connection before it fails (503).
         public var poolAcquireTimeout: Duration = ConnectionPool.Configuration().acquireTimeout
         public var http = HTTPClient.Configuration()
+        /// When the PHI audit writer commits, and how much may wait before reads are refused.
+        public var audit = AuditWriter.Timing()
         public var now: @Sendable () -> Date = { Date() }
         public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
         public init() {}
@@ -59,7 +61,8 @@ public final class BFFRuntime: Sendable {
             logger.warning("the egress proxy setting cannot be used: requests it covers will fail", metadata: ["error.detail": .string(problem)])
         }
         let services = try BFFServices(configuration: configuration, store: store, http: client,
-                                       readiness: Readiness(pool: pool, migrator: migrator), now: options.now, logger: logger)
+                                       readiness: Readiness(pool: pool, migrator: migrator), auditTiming: options.audit,
+                                       now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI, extraRoutes: options.extraRoutes)
         var serverConfiguration = options.server
         serverConfiguration.host = configuration.listenHost

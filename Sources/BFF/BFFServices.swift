@@ -33,7 +33,8 @@ public final class BFFServices: Sendable {
     public let logger: Logger
 
     public init(configuration: BFFConfiguration, store: any SessionStore, http: HTTPClient, readiness: Readiness,
-                now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) throws {
+                auditTiming: AuditWriter.Timing = AuditWriter.Timing(), now: @escaping @Sendable () -> Date = { Date() },
+                logger: Logger) throws {
         self.configuration = configuration
         self.store = store
         self.http = http
@@ -62,7 +63,7 @@ public final class BFFServices: Sendable {
         self.registrations = registrations
         clientKeys = keys
         metrics = Metrics()
-        audit = AuditWriter(store: store, logger: logger)
+        audit = AuditWriter(store: store, logger: logger, timing: auditTiming)
         upstreamFailures = UpstreamFailureLog(logger: logger)
         proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds), publicFHIRBase: configuration.publicURL + "/fhir")
     }

@@ -166,6 +166,53 @@ struct AuditWriterTests {
         #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1"])
     }
 
+    @Test("a backlog of more than a batch, left by failed writes, is written whole and each entry once, once the database is back")
+    func backlogIsWrittenWhole() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        let logs = LogSink()
+        let writer = Self.writer(database.store, logs: logs) { $0.batchSize = 100 }
+        try await PostgresStoreAdmin.takeAway(database.url)
+        let paths = (0..<450).map { "/Observation/\($0)" }
+        for path in paths { writer.record(entry(path)) }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !logs.captured.contains(where: { $0.contains("audit write failed") }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(writer.status.pending == 450 && writer.status.failedWrites >= 1, "\(writer.status)")
+        try await PostgresStoreAdmin.bringBack(database.url)
+        let retried = ContinuousClock.now + .seconds(90)
+        while writer.status.pending > 0 && ContinuousClock.now < retried {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        // COPYs of 100 at most; every entry once.
+        let written = try await database.store.auditEntries(since: nil).map(\.pathAndQuery)
+        #expect(written.count == 450 && Set(written) == Set(paths), "\(written.count) written")
+        #expect(writer.status.written == 450 && writer.status.pending == 0, "\(writer.status)")
+    }
+
+    @Test("maxPending entries waiting for the database make the writer backed up until they are written; an entry is never dropped")
+    func backedUpAtMaxPending() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        let writer = Self.writer(database.store) { $0.maxPending = 3 }
+        try await PostgresStoreAdmin.takeAway(database.url)
+        writer.record(entry("/Patient/1"))
+        writer.record(entry("/Patient/2"))
+        #expect(!writer.isBackedUp)
+        writer.record(entry("/Patient/3"))
+        #expect(writer.isBackedUp)
+        writer.record(entry("/Patient/4")) // recorded all the same: the read it records was made
+        #expect(writer.status.pending == 4)
+        try await PostgresStoreAdmin.bringBack(database.url)
+        let retried = ContinuousClock.now + .seconds(90)
+        while writer.status.pending > 0 && ContinuousClock.now < retried {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(!writer.isBackedUp)
+        #expect(try await database.store.auditEntries(since: nil).count == 4)
+    }
+
     @Test("audit export writes one AuditEvent line per entry, oldest first, a page per write")
     func export() async throws {
         let database = try await TestDatabase.make()

@@ -28,7 +28,7 @@ final class BFFHarness: Sendable {
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
                       returnOrigins: [String] = [], readTimeout: Duration = .seconds(30), proxyCacheSeconds: Int = 2,
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
-                      ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true,
+                      ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
@@ -73,6 +73,7 @@ final class BFFHarness: Sendable {
             // No test waits for the default read timeout: long, so that no EHR call on a loaded
             // machine passes for a timeout.
             options.http.readTimeout = readTimeout
+            if let auditMaxPending { options.audit.maxPending = auditMaxPending }
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
         }
         var clientConfiguration = HTTPClient.Configuration()

@@ -3,6 +3,7 @@ import BFFTesting
 import Foundation
 import JSON
 import Sandbox
+import Synchronization
 import Testing
 
 @Suite("FHIR read proxy")
@@ -192,6 +193,49 @@ struct FHIRProxyTests {
         #expect(afterGet.count == 0, "bytes after a body of Content-Length \(get?["Content-Length"] ?? "none")")
         // HEAD describes the GET, whose body would be chunked.
         #expect(head?.status == 200 && head?["Content-Length"] == nil, "HEAD: Content-Length \(head?["Content-Length"] ?? "none")")
+    }
+
+    @Test("while the audit trail cannot be written and maxPending entries wait, reads are 503 with no EHR call; once written, reads go on")
+    func auditBackedUpFailsClosed() async throws {
+        let h = try await BFFHarness.start(auditMaxPending: 1)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        // A DBA's lock on the audit table (VACUUM FULL, say): the writer's COPY fails after
+        // its lock_timeout; sessions, in other tables, still work.
+        let dba = PostgresStoreAdmin.pool(h.database.url)
+        defer { dba.close() }
+        let release = Mutex(false), holding = Mutex(false)
+        let lock = Task {
+            try await dba.withTransaction { connection in
+                try await connection.query("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
+                holding.withLock { $0 = true }
+                let deadline = ContinuousClock.now + .seconds(120)
+                while !release.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+
+        let first = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(first.status == 200)
+        let calls = await h.sandbox.state.fhirRequests
+        let refused = try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch)
+        #expect(refused.status == 503)
+        #expect(try JSONParser.parse(refused.body)["type"]?.stringValue?.hasSuffix("audit-unavailable") == true, "\(refused.text)")
+        #expect(await h.sandbox.state.fhirRequests == calls, "the refused read reached the EHR")
+
+        release.withLock { $0 = true }
+        try await lock.value
+        let deadline = ContinuousClock.now + .seconds(60)
+        var again = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        while again.status == 503 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+            again = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        }
+        #expect(again.status == 200)
+        await h.bff.services.audit.flush()
+        let trail = try await h.database.store.auditEntries(since: nil).map(\.pathAndQuery)
+        #expect(trail.first == "/Patient/pat-1" && !trail.contains { $0.hasPrefix("/Observation") }, "\(trail)")
     }
 
     @Test("an EHR that compresses unasked: 502, never a body the front end would take for a corrupt resource")

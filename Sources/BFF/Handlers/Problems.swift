@@ -31,6 +31,11 @@ enum Problems {
                   detail: "The session store cannot be reached right now; the session is kept, try again.")
     }
 
+    static func auditUnavailable() -> HTTPError {
+        HTTPError(.serviceUnavailable, type: base + "audit-unavailable", title: "PHI access audit unavailable",
+                  detail: "Reads cannot be recorded in the audit trail right now, so none are made; the session is kept, try again.")
+    }
+
     static func upstream(_ status: HTTPStatus, _ detail: String) -> HTTPError {
         HTTPError(status, type: base + (status.code == 504 ? "upstream-timeout" : "upstream-unavailable"), detail: detail)
     }

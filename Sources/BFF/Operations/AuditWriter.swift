@@ -17,7 +17,9 @@ import Synchronization
 ///
 /// A failed write keeps its entries, and the writer tries again 0.5 s later at first, then
 /// at doubling intervals up to 30 s, until the database takes them: the trail does not
-/// depend on later requests to be written.
+/// depend on later requests to be written. Meanwhile the entries wait in the writer, and
+/// once `maxPending` wait, `isBackedUp` tells the proxy to refuse reads (fail closed) rather
+/// than serve PHI whose access cannot be recorded, or hold entries until memory runs out.
 public final class AuditWriter: Sendable {
     /// When the writer sends and commits.
     public struct Timing: Sendable {
@@ -30,6 +32,9 @@ public final class AuditWriter: Sendable {
         /// Pause before the first retry of a failed write; it doubles with each failure in a
         /// row, up to 30 s.
         public var firstRetry: Duration = .milliseconds(500)
+        /// Entries recorded and not yet in the database at which `isBackedUp` turns true:
+        /// about a minute of reads at 8 000 a second, some 100 MB.
+        public var maxPending = 500_000
         public init() {}
     }
 
@@ -52,8 +57,10 @@ public final class AuditWriter: Sendable {
     }
 
     private struct State {
+        /// Recorded, not yet taken by the writer.
         var buffer: [AuditEntry] = []
-        /// Entries taken by the `COPY` under way.
+        /// Taken by the writer and not yet committed: in the `COPY` under way, or held after
+        /// a failed one.
         var writing = 0
         var written = 0
         var failedWrites = 0
@@ -80,10 +87,48 @@ public final class AuditWriter: Sendable {
         }
     }
 
+    /// The writer's entries, oldest first, consumed by index: a backlog of a million entries
+    /// is not shifted on every batch (nor under the lock `record` takes).
+    private struct Held {
+        var entries: [AuditEntry] = []
+        /// `entries[..<committed]` are in the database.
+        var committed = 0
+        /// `entries[committed..<sent]` are in the `COPY` under way.
+        var sent = 0
+
+        var isEmpty: Bool { committed == entries.count }
+        var inCopy: Int { sent - committed }
+
+        /// Up to `count` entries not yet sent, now counted as sent.
+        mutating func next(_ count: Int) -> [AuditEntry] {
+            let end = min(entries.count, sent + max(0, count))
+            defer { sent = end }
+            return Array(entries[sent..<end])
+        }
+
+        /// The `COPY` committed: what it sent is done. Space is given back once all is done,
+        /// or once the done part is half of what is held (amortised, outside the lock).
+        mutating func commit() {
+            committed = sent
+            if committed == entries.count {
+                entries.removeAll(keepingCapacity: true)
+                (committed, sent) = (0, 0)
+            } else if committed > entries.count / 2 {
+                entries.removeFirst(committed)
+                (committed, sent) = (0, sent - committed)
+            }
+        }
+
+        /// The `COPY` failed: what it sent goes again, first.
+        mutating func rewind() { sent = committed }
+    }
+
     private let store: any SessionStore
     private let logger: Logger
     private let timing: Timing
     private let state = Mutex(State())
+    /// `maxPending` entries wait (read on every proxied request, so an atomic, not the lock).
+    private let backedUp = Atomic<Bool>(false)
 
     public init(store: any SessionStore, logger: Logger, timing: Timing = Timing()) {
         self.store = store
@@ -95,10 +140,18 @@ public final class AuditWriter: Sendable {
         state.withLock { Status(pending: $0.buffer.count + $0.writing, written: $0.written, failedWrites: $0.failedWrites) }
     }
 
+    /// True while `maxPending` entries wait for the database: reads should be refused until
+    /// the trail can be written again.
+    public var isBackedUp: Bool { backedUp.load(ordering: .relaxed) }
+
     /// Buffers `entry`; the writer sends it within 10 ms and commits it within about 200 ms.
+    /// An entry is never dropped, whatever waits already.
     public func record(_ entry: AuditEntry) {
         let start = state.withLock { state in
             state.buffer.append(entry)
+            if state.buffer.count + state.writing >= timing.maxPending && !backedUp.load(ordering: .relaxed) {
+                backedUp.store(true, ordering: .relaxed)
+            }
             if state.writerRunning || state.stopped { return false }
             state.writerRunning = true
             return true
@@ -142,9 +195,10 @@ public final class AuditWriter: Sendable {
     /// One `COPY` after another while entries are waiting; a failed one is retried after a
     /// pause. Ends when the buffer is empty.
     private func writeLoop() async {
+        var held = Held()
         while true {
             let done = state.withLock { state -> [CheckedContinuation<Void, Never>]? in
-                guard state.buffer.isEmpty || state.stopped else { return nil }
+                guard (held.isEmpty && state.buffer.isEmpty) || state.stopped else { return nil }
                 state.writerRunning = false
                 return state.satisfiedWaiters(everyone: true)
             }
@@ -152,13 +206,15 @@ public final class AuditWriter: Sendable {
                 for waiter in done { waiter.resume() }
                 return
             }
-            var taken: [AuditEntry] = []
             let opened = ContinuousClock.now
             do {
-                try await store.appendAudit(streaming: { await self.nextPiece(taken: &taken, opened: opened) })
-                written(taken.count)
+                try await store.appendAudit(streaming: { await self.nextPiece(held: &held, opened: opened) })
+                let count = held.inCopy
+                held.commit()
+                written(count)
             } catch {
-                await pause(failed(taken))
+                held.rewind()
+                await pause(failed())
             }
         }
     }
@@ -166,27 +222,21 @@ public final class AuditWriter: Sendable {
     /// The next piece of the `COPY` opened at `opened`, or nil to commit it: what is buffered
     /// (up to the batch size), after a pause of up to `pieceInterval` (none for the first
     /// piece, or while a flush waits).
-    private func nextPiece(taken: inout [AuditEntry], opened: ContinuousClock.Instant) async -> [AuditEntry]? {
-        if !taken.isEmpty {
+    private func nextPiece(held: inout Held, opened: ContinuousClock.Instant) async -> [AuditEntry]? {
+        if held.inCopy > 0 {
             let age = ContinuousClock.now - opened
-            if taken.count >= timing.batchSize || age >= timing.interval || state.withLock({ $0.hurry }) { return nil }
+            if held.inCopy >= timing.batchSize || age >= timing.interval || state.withLock({ $0.hurry }) { return nil }
             await pause(min(timing.pieceInterval, timing.interval - age))
         }
-        let room = timing.batchSize - taken.count
-        let piece = state.withLock { state -> [AuditEntry] in
-            guard state.buffer.count > room else { // the common case: all of it
-                state.writing += state.buffer.count
-                defer { state.buffer.removeAll(keepingCapacity: true) }
-                return state.buffer
-            }
-            // A backlog (after a failed write): a batch at a time, so no COPY grows without bound.
-            let piece = Array(state.buffer.prefix(room))
-            state.buffer.removeFirst(room)
-            state.writing += room
-            return piece
+        // What was recorded since: a copy of the new entries only, under the lock.
+        state.withLock { state in
+            state.writing += state.buffer.count
+            held.entries.append(contentsOf: state.buffer)
+            state.buffer.removeAll(keepingCapacity: true)
         }
-        taken += piece
-        return piece
+        // A batch at most, so that no COPY grows without bound (after a failed write, the
+        // backlog goes a batch at a time).
+        return held.next(timing.batchSize - held.inCopy)
     }
 
     private func written(_ count: Int) {
@@ -194,21 +244,21 @@ public final class AuditWriter: Sendable {
             state.failures = 0
             state.writing -= count
             state.written += count
+            if state.buffer.count + state.writing < timing.maxPending { backedUp.store(false, ordering: .relaxed) }
             return state.satisfiedWaiters()
         }
         for waiter in done { waiter.resume() }
     }
 
-    /// Puts `entries` back at the front of the buffer; returns the pause before the retry.
-    /// Every flush waiting gives up (its entries stay buffered). The log gives how many
-    /// entries wait, not what they hold: a server message may quote a value, and values are PHI.
-    private func failed(_ entries: [AuditEntry]) -> Duration {
+    /// Counts a failed write (its entries stay with the writer, first in line); returns the
+    /// pause before the retry. Every flush waiting gives up (its entries stay pending). The
+    /// log gives how many entries wait, not what they hold: a server message may quote a
+    /// value, and values are PHI.
+    private func failed() -> Duration {
         let (retry, waiting, done) = state.withLock { state in
-            state.buffer.insert(contentsOf: entries, at: 0)
-            state.writing -= entries.count
             state.failures += 1
             state.failedWrites += 1
-            return (AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry), state.buffer.count,
+            return (AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry), state.buffer.count + state.writing,
                     state.satisfiedWaiters(everyone: true))
         }
         logger.error("audit write failed; will retry", metadata: [

@@ -17,6 +17,8 @@ struct FHIRProxy: Sendable {
     func handle(_ request: Request) async throws -> Response {
         let path = request.pathParameters["*"] ?? ""
         if let problem = FHIRPath.problem(path: path, query: request.query) { throw Problems.badRequest(problem, type: "unsafe-fhir-path") }
+        // Fail closed: no PHI read that the audit trail could not record.
+        guard !services.audit.isBackedUp else { throw Problems.auditUnavailable() }
         let entry = try await SessionResolver(services: services).resolveForProxy(request)
         let (launch, context) = (entry.launch, entry.context)
         try checkScopes(entry.scopes, path: path, request: request)
