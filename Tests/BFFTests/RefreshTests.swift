@@ -104,4 +104,52 @@ struct RefreshTests {
         await h.sandbox.state.setTokenEndpointStatus(nil)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
+
+    @Test("an EHR whose token endpoint hangs holds one refresh's connection, not the pool: other requests answer at once, and the refreshes answer 503 by their deadline, the sessions kept")
+    func hangingTokenEndpoint() async throws {
+        let deadline = Duration.seconds(10)
+        let h = try await BFFHarness.start(refreshDeadline: deadline) // a pool of 4: one refresh holds a connection at a time
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as they come: every first read refreshes
+        var logins: [(Browser, String?)] = []
+        for _ in 0..<4 {
+            let browser = Browser(client: h.client)
+            logins.append((browser, try await h.standaloneLogin(browser).launch))
+        }
+        let expiring = logins
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        let healthy = Browser(client: h.client)
+        let (_, healthyLaunch) = try await h.standaloneLogin(healthy)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(120))
+
+        let started = ContinuousClock.now
+        let reads = Task {
+            try await withThrowingTaskGroup(of: (status: Int, took: Duration).self) { group in
+                for (browser, launch) in expiring {
+                    group.addTask { (try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status, ContinuousClock.now - started) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        // Once one refresh waits on the EHR, the others get 2 s to reach it too (as they all
+        // would, each holding a connection, if nothing held them back).
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        let settled = ContinuousClock.now + .seconds(2)
+        while await h.sandbox.state.refreshCount < expiring.count, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
+
+        let asked = ContinuousClock.now
+        #expect(try await healthy.api(h.baseURL + "/session", launch: healthyLaunch).status == 200)
+        // Without the limit it waits for a refresh to give its connection back (8 s here).
+        #expect(ContinuousClock.now - asked < .seconds(4), "a request of another session waited for the refreshes")
+        let answers = try await reads.value
+        #expect(answers.map(\.status) == Array(repeating: 503, count: expiring.count), "\(answers)")
+        // No-hang bound for a loaded machine; without the deadline the first answer comes at
+        // the 30 s read timeout, and the rest one by one after it.
+        #expect(answers.allSatisfy { $0.took < deadline + .seconds(8) }, "\(answers)")
+
+        await h.sandbox.state.setTokenDelay(nil)
+        let (browser, launch) = expiring[0]
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
 }
