@@ -152,4 +152,35 @@ struct RefreshTests {
         let (browser, launch) = expiring[0]
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
+
+    @Test("a database's short statement_timeout and idle_in_transaction_session_timeout do not break a refresh that waits on the EHR, nor another instance's wait for it")
+    func shortDatabaseTimeouts() async throws {
+        let h = try await BFFHarness.start(instances: 2)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as it comes: the first read refreshes
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        // A DBA's limits, far shorter than the EHR's answer; the pools' connections are cut,
+        // so that the ones they open next have them.
+        try await PostgresStoreAdmin.setting(h.database.url, "statement_timeout", to: "250ms")
+        try await PostgresStoreAdmin.setting(h.database.url, "idle_in_transaction_session_timeout", to: "250ms")
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(2))
+
+        let first = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        // The first instance holds the token row lock until the EHR answers: the second waits for it.
+        let second = try await browser.api("http://127.0.0.1:\(h.bffs[1].port)/fhir/Patient/pat-1", launch: launch)
+        #expect(second.status == 200, "\(String(decoding: second.body, as: UTF8.self))")
+        #expect(try await first.value == 200)
+        #expect(await h.sandbox.state.refreshCount == 1)
+
+        // The rotated refresh token was stored: the next refresh works.
+        await h.sandbox.state.setTokenDelay(nil)
+        await h.sandbox.state.expireAccessTokens()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
 }
