@@ -146,8 +146,11 @@ public final class PostgresSessionStore: SessionStore {
                             tokenVersion: r[14].flatMap(Int.init) ?? 0)
     }
 
-    public func deleteSession(ofLaunch launchHash: String) async throws {
-        try await pool.query("DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash))")
+    public func deleteSession(ofLaunch launchHash: String) async throws -> String? {
+        let rows = try await pool.query("""
+            DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash)) RETURNING id_hash
+            """)
+        return try rows.first?.string(0)
     }
 
     // MARK: Launches

@@ -41,8 +41,9 @@ public protocol SessionStore: Sendable {
     /// launch's access token, in one round trip: the FHIR proxy's hot path.
     func proxyContext(sessionID: String, launchID: String?, now: Date) async throws -> ProxyContext?
 
-    /// Deletes the session that holds launch `launchHash` (its grant is gone).
-    func deleteSession(ofLaunch launchHash: String) async throws
+    /// Deletes the session that holds launch `launchHash` (its grant is gone); returns the
+    /// deleted session's hash, nil when there was none.
+    func deleteSession(ofLaunch launchHash: String) async throws -> String?
 
     // MARK: Launches and their tokens
 

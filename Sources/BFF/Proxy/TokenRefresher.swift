@@ -79,8 +79,9 @@ actor TokenRefresher {
         } catch let error as SMARTError where error.kind == .invalidGrant {
             services.metrics.recordRefresh("invalid_grant")
             // The grant is gone: so is the session, rather than one that looks alive while every call fails.
-            try? await services.store.deleteSession(ofLaunch: launch.idHash)
-            services.proxyCache.invalidate(sessionOfLaunch: launch.idHash) // its other launches too
+            if let session = try? await services.store.deleteSession(ofLaunch: launch.idHash) {
+                services.proxyCache.invalidate(sessionHash: session) // its other launches too
+            }
             throw Problems.sessionEnded()
         } catch let error as SMARTError {
             services.metrics.recordRefresh("failed")
