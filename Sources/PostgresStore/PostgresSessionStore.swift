@@ -195,12 +195,10 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func withTokenLock<T: Sendable>(launchHash hash: String,
-                                           _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T {
+                                           _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T? {
         return try await pool.withTransaction { c in
             try await c.run { try $0.executeScript(PostgresSessionStore.tokenLockLimits) }
-            guard let current = try await self.tokens(hash: hash, on: c, lock: true) else {
-                throw PostgresError.missingRow("the launch has no tokens")
-            }
+            guard let current = try await self.tokens(hash: hash, on: c, lock: true) else { return nil }
             let (replacement, value) = try await body(current)
             if let replacement {
                 let sealed = try self.sealTokens(replacement, launchHash: hash)

@@ -57,11 +57,13 @@ public protocol SessionStore: Sendable {
     func tokens(launchHash: String) async throws -> TokenSet?
     /// Runs `body` while holding the launch's token row lock (across processes), with the
     /// tokens as they are now. If `body` returns new tokens, they are stored (version + 1)
-    /// before the lock is released. Used for single-flight refresh. `body` should end
+    /// before the lock is released; returns what `body` returns, or nil without calling it
+    /// when the launch has ended (a logout, maybe in another tab, deleted it before the lock
+    /// was taken). Used for single-flight refresh. `body` should end
     /// within 15 s: a store may give up waiting for a lock held much longer, and may end a
     /// transaction left idle much longer, whatever the database's own settings.
     func withTokenLock<T: Sendable>(launchHash: String,
-                                    _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T
+                                    _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T?
 
     // MARK: Mobile hand-off
 

@@ -118,6 +118,28 @@ struct RefreshTests {
         #expect(await h.sandbox.state.fhirRequests == 0, "the EHR was asked on behalf of a session that had ended")
     }
 
+    @Test("a logout in another tab while a refresh waits for its turn answers that refresh 401 (the session ended), not 500")
+    func logoutDuringRefresh() async throws {
+        let h = try await BFFHarness.start() // a pool of 4: one refresh holds a connection at a time
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as they come: every first read refreshes
+        let (busy, leaving) = (Browser(client: h.client), Browser(client: h.client))
+        let (_, busyLaunch) = try await h.standaloneLogin(busy)
+        let (_, leavingLaunch) = try await h.standaloneLogin(leaving)
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(3))
+        let busyRead = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        // This refresh has read its tokens and waits for the busy one's slot when the logout comes.
+        let leavingRead = Task { try await leaving.api(h.baseURL + "/fhir/Patient/pat-1", launch: leavingLaunch) }
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await leaving.api("POST", h.baseURL + "/logout").status == 204)
+        let page = try await leavingRead.value
+        #expect(page.status == 401, "\(String(decoding: page.body, as: UTF8.self))")
+        #expect(try await busyRead.value == 200)
+    }
+
     @Test("an EHR outage during refresh is 503 and keeps the session; it recovers")
     func outageDuringRefresh() async throws {
         let h = try await BFFHarness.start()

@@ -64,7 +64,7 @@ actor TokenRefresher {
                                 gate: RefreshGate, deadline: RefreshDeadline) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
         do {
-            return try await gate.withSlot(before: deadline) {
+            let refreshed = try await gate.withSlot(before: deadline) {
                 try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
                     if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
                     guard let refreshToken = locked.refreshToken else { throw SMARTError(.invalidGrant, "no refresh token was issued") }
@@ -76,6 +76,8 @@ actor TokenRefresher {
                     return (next, next)
                 }
             }
+            guard let refreshed else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
+            return refreshed
         } catch let error as SMARTError where error.kind == .invalidGrant {
             services.metrics.recordRefresh("invalid_grant")
             // The grant is gone: so is the session, rather than one that looks alive while every call fails.
