@@ -11,11 +11,12 @@ public struct BFFApplication: Sendable {
     /// One per process, whatever the number of applications: refreshes are single-flight here.
     let refresher: TokenRefresher
 
-    public init(services: BFFServices, openAPI: [UInt8], extraRoutes: @escaping @Sendable (inout Router) -> Void = { _ in }) {
+    public init(services: BFFServices, openAPI: [UInt8], refreshLimits: RefreshLimits,
+                extraRoutes: @escaping @Sendable (inout Router) -> Void = { _ in }) {
         self.services = services
         self.openAPI = openAPI
         self.extraRoutes = extraRoutes
-        refresher = TokenRefresher(services: services)
+        refresher = TokenRefresher(services: services, limits: refreshLimits)
     }
 
     /// The HTTP application serving every endpoint of the contract. Each call makes a new

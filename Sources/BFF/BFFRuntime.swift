@@ -30,6 +30,8 @@ public final class BFFRuntime: Sendable {
         public var poolSize = 16
         /// Longest wait of a request for a free database connection before it fails (503).
         public var poolAcquireTimeout: Duration = ConnectionPool.Configuration().acquireTimeout
+        /// Longest a token refresh may take before it answers 503 (`RefreshLimits.deadline`).
+        public var refreshDeadline: Duration = .seconds(15)
         public var http = HTTPClient.Configuration()
         /// When the PHI audit writer commits, and how much may wait before reads are refused.
         public var audit = AuditWriter.Timing()
@@ -63,7 +65,9 @@ public final class BFFRuntime: Sendable {
         let services = try BFFServices(configuration: configuration, store: store, http: client,
                                        readiness: Readiness(pool: pool, migrator: migrator), auditTiming: options.audit,
                                        now: options.now, logger: logger)
-        let app = BFFApplication(services: services, openAPI: options.openAPI, extraRoutes: options.extraRoutes)
+        let app = BFFApplication(services: services, openAPI: options.openAPI,
+                                 refreshLimits: RefreshLimits(deadline: options.refreshDeadline, poolSize: options.poolSize),
+                                 extraRoutes: options.extraRoutes)
         var serverConfiguration = options.server
         serverConfiguration.host = configuration.listenHost
         serverConfiguration.port = configuration.listenPort

@@ -146,8 +146,11 @@ public final class PostgresSessionStore: SessionStore {
                             tokenVersion: r[14].flatMap(Int.init) ?? 0)
     }
 
-    public func deleteSession(ofLaunch launchHash: String) async throws {
-        try await pool.query("DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash))")
+    public func deleteSession(ofLaunch launchHash: String) async throws -> String? {
+        let rows = try await pool.query("""
+            DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash)) RETURNING id_hash
+            """)
+        return try rows.first?.string(0)
     }
 
     // MARK: Launches
@@ -192,11 +195,10 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func withTokenLock<T: Sendable>(launchHash hash: String,
-                                           _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T {
+                                           _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T? {
         return try await pool.withTransaction { c in
-            guard let current = try await self.tokens(hash: hash, on: c, lock: true) else {
-                throw PostgresError.missingRow("the launch has no tokens")
-            }
+            try await c.run { try $0.executeScript(PostgresSessionStore.tokenLockLimits) }
+            guard let current = try await self.tokens(hash: hash, on: c, lock: true) else { return nil }
             let (replacement, value) = try await body(current)
             if let replacement {
                 let sealed = try self.sealTokens(replacement, launchHash: hash)
@@ -211,6 +213,18 @@ public final class PostgresSessionStore: SessionStore {
             return value
         }
     }
+
+    /// A token lock's own limits, in place of the server's: its transaction waits for another
+    /// instance's refresh and then sits idle while the EHR answers, both up to the refresher's
+    /// 15 s deadline. A DBA's `statement_timeout = '100ms'` would cancel that wait (a 500
+    /// where the other instance's new tokens were a moment away), and a short
+    /// `idle_in_transaction_session_timeout` would end the session after the EHR rotated the
+    /// refresh token and before the new one was stored (then the grant is lost). A lock held
+    /// past 20 s ends the wait; each statement, a wait included, stops at 25 s, and the
+    /// transaction may sit idle 30 s.
+    static let tokenLockLimits = """
+        SET LOCAL lock_timeout = '20s'; SET LOCAL statement_timeout = '25s'; SET LOCAL idle_in_transaction_session_timeout = '30s'
+        """
 
     // MARK: Mobile hand-off
 

@@ -11,6 +11,7 @@ extension SandboxEHR {
         let form = SandboxEHR.formFields(request.body)
         let grantType = form["grant_type"]
         await state.countToken(refresh: grantType == "refresh_token")
+        if let delay = await state.tokenDelay { try? await Task.sleep(for: delay) }
         if let status = await state.tokenEndpointStatus {
             return oauthError("temporarily_unavailable", status: HTTPStatus(code: status))
         }

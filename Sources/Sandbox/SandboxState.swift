@@ -58,6 +58,9 @@ public actor SandboxState {
     public private(set) var refreshError: String?
     /// When set, the token endpoint answers every request with this status (e.g. 503).
     public private(set) var tokenEndpointStatus: Int?
+    /// Every request to the token endpoint waits this long before it is answered (counted
+    /// on arrival): an EHR whose token endpoint hangs.
+    public private(set) var tokenDelay: Duration?
     /// The next authorization request is answered with `error=access_denied`.
     public private(set) var denyNextAuthorization = false
     /// Every FHIR request waits this long before it is answered.
@@ -116,6 +119,8 @@ public actor SandboxState {
     public func setRefreshError(_ error: String?) { refreshError = error }
     /// Makes the token endpoint answer with this HTTP status (e.g. 503), or nil.
     public func setTokenEndpointStatus(_ status: Int?) { tokenEndpointStatus = status }
+    /// Delays every token endpoint answer by `delay`, or not at all with nil.
+    public func setTokenDelay(_ delay: Duration?) { tokenDelay = delay }
     /// Answers the next authorization request with `error=access_denied`.
     public func denyNext() { denyNextAuthorization = true }
     /// Delays every FHIR response by `delay`, or not at all with nil.

@@ -41,8 +41,9 @@ public protocol SessionStore: Sendable {
     /// launch's access token, in one round trip: the FHIR proxy's hot path.
     func proxyContext(sessionID: String, launchID: String?, now: Date) async throws -> ProxyContext?
 
-    /// Deletes the session that holds launch `launchHash` (its grant is gone).
-    func deleteSession(ofLaunch launchHash: String) async throws
+    /// Deletes the session that holds launch `launchHash` (its grant is gone); returns the
+    /// deleted session's hash, nil when there was none.
+    func deleteSession(ofLaunch launchHash: String) async throws -> String?
 
     // MARK: Launches and their tokens
 
@@ -56,9 +57,13 @@ public protocol SessionStore: Sendable {
     func tokens(launchHash: String) async throws -> TokenSet?
     /// Runs `body` while holding the launch's token row lock (across processes), with the
     /// tokens as they are now. If `body` returns new tokens, they are stored (version + 1)
-    /// before the lock is released. Used for single-flight refresh.
+    /// before the lock is released; returns what `body` returns, or nil without calling it
+    /// when the launch has ended (a logout, maybe in another tab, deleted it before the lock
+    /// was taken). Used for single-flight refresh. `body` should end
+    /// within 15 s: a store may give up waiting for a lock held much longer, and may end a
+    /// transaction left idle much longer, whatever the database's own settings.
     func withTokenLock<T: Sendable>(launchHash: String,
-                                    _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T
+                                    _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T?
 
     // MARK: Mobile hand-off
 

@@ -27,6 +27,7 @@ final class BFFHarness: Sendable {
     static func start(instances: Int = 1, extraClients: [SandboxClient] = [],
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
                       returnOrigins: [String] = [], readTimeout: Duration = .seconds(30), proxyCacheSeconds: Int = 2,
+                      refreshDeadline: Duration = .seconds(15),
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
@@ -74,6 +75,7 @@ final class BFFHarness: Sendable {
             // machine passes for a timeout.
             options.http.readTimeout = readTimeout
             if let auditMaxPending { options.audit.maxPending = auditMaxPending }
+            options.refreshDeadline = refreshDeadline
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
         }
         var clientConfiguration = HTTPClient.Configuration()

@@ -1,7 +1,8 @@
-import BFF
+@testable import BFF
 import Foundation
 import JSON
 import Sandbox
+import Sessions
 import Testing
 
 @Suite("token refresh")
@@ -91,6 +92,54 @@ struct RefreshTests {
         #expect(await h.sandbox.state.fhirRequests == 0, "the EHR was asked on behalf of a session that had ended")
     }
 
+    @Test("invalid_grant ends the session's other launches at once even when the failing launch had left the proxy's cache")
+    func invalidGrantEndsTheOtherLaunchesOfAnUncachedLaunch() async throws {
+        let h = try await BFFHarness.start(proxyCacheSeconds: 300)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser)
+        let (_, second) = try await h.standaloneLogin(browser)
+        let firstHash = Identifier.hash(try #require(first))
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: second).status == 200) // now in the proxy's cache
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setRefreshError("invalid_grant")
+        await h.sandbox.state.setTokenDelay(.seconds(1))
+        await h.sandbox.state.resetCounters()
+        let failing = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first).status }
+        // While the EHR takes its time, the first launch's entry leaves the cache (as an
+        // entry does when it expires, when the cache is full, or when an invalidation races
+        // its lookup); the second's stays.
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        h.bff.services.proxyCache.invalidate(launchHash: firstHash)
+        #expect(try await failing.value == 401)
+        await h.sandbox.state.resetCounters()
+        let other = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: second)
+        #expect(other.status == 401)
+        #expect(await h.sandbox.state.fhirRequests == 0, "the EHR was asked on behalf of a session that had ended")
+    }
+
+    @Test("a logout in another tab while a refresh waits for its turn answers that refresh 401 (the session ended), not 500")
+    func logoutDuringRefresh() async throws {
+        let h = try await BFFHarness.start() // a pool of 4: one refresh holds a connection at a time
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as they come: every first read refreshes
+        let (busy, leaving) = (Browser(client: h.client), Browser(client: h.client))
+        let (_, busyLaunch) = try await h.standaloneLogin(busy)
+        let (_, leavingLaunch) = try await h.standaloneLogin(leaving)
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(3))
+        let busyRead = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        // This refresh has read its tokens and waits for the busy one's slot when the logout comes.
+        let leavingRead = Task { try await leaving.api(h.baseURL + "/fhir/Patient/pat-1", launch: leavingLaunch) }
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await leaving.api("POST", h.baseURL + "/logout").status == 204)
+        let page = try await leavingRead.value
+        #expect(page.status == 401, "\(String(decoding: page.body, as: UTF8.self))")
+        #expect(try await busyRead.value == 200)
+    }
+
     @Test("an EHR outage during refresh is 503 and keeps the session; it recovers")
     func outageDuringRefresh() async throws {
         let h = try await BFFHarness.start()
@@ -102,6 +151,85 @@ struct RefreshTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 503)
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
         await h.sandbox.state.setTokenEndpointStatus(nil)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+
+    @Test("an EHR whose token endpoint hangs holds one refresh's connection, not the pool: other requests answer at once, and the refreshes answer 503 by their deadline, the sessions kept")
+    func hangingTokenEndpoint() async throws {
+        let deadline = Duration.seconds(10)
+        let h = try await BFFHarness.start(refreshDeadline: deadline) // a pool of 4: one refresh holds a connection at a time
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as they come: every first read refreshes
+        var logins: [(Browser, String?)] = []
+        for _ in 0..<4 {
+            let browser = Browser(client: h.client)
+            logins.append((browser, try await h.standaloneLogin(browser).launch))
+        }
+        let expiring = logins
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        let healthy = Browser(client: h.client)
+        let (_, healthyLaunch) = try await h.standaloneLogin(healthy)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(120))
+
+        let started = ContinuousClock.now
+        let reads = Task {
+            try await withThrowingTaskGroup(of: (status: Int, took: Duration).self) { group in
+                for (browser, launch) in expiring {
+                    group.addTask { (try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status, ContinuousClock.now - started) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        // Once one refresh waits on the EHR, the others get 2 s to reach it too (as they all
+        // would, each holding a connection, if nothing held them back).
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        let settled = ContinuousClock.now + .seconds(2)
+        while await h.sandbox.state.refreshCount < expiring.count, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
+
+        let asked = ContinuousClock.now
+        #expect(try await healthy.api(h.baseURL + "/session", launch: healthyLaunch).status == 200)
+        // Without the limit it waits for a refresh to give its connection back (8 s here).
+        #expect(ContinuousClock.now - asked < .seconds(4), "a request of another session waited for the refreshes")
+        let answers = try await reads.value
+        #expect(answers.map(\.status) == Array(repeating: 503, count: expiring.count), "\(answers)")
+        // No-hang bound for a loaded machine; without the deadline the first answer comes at
+        // the 30 s read timeout, and the rest one by one after it.
+        #expect(answers.allSatisfy { $0.took < deadline + .seconds(8) }, "\(answers)")
+
+        await h.sandbox.state.setTokenDelay(nil)
+        let (browser, launch) = expiring[0]
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+
+    @Test("a database's short statement_timeout and idle_in_transaction_session_timeout do not break a refresh that waits on the EHR, nor another instance's wait for it")
+    func shortDatabaseTimeouts() async throws {
+        let h = try await BFFHarness.start(instances: 2)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setAccessTokenLifetime(0) // expired as it comes: the first read refreshes
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        // A DBA's limits, far shorter than the EHR's answer; the pools' connections are cut,
+        // so that the ones they open next have them.
+        try await PostgresStoreAdmin.setting(h.database.url, "statement_timeout", to: "250ms")
+        try await PostgresStoreAdmin.setting(h.database.url, "idle_in_transaction_session_timeout", to: "250ms")
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(2))
+
+        let first = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        // The first instance holds the token row lock until the EHR answers: the second waits for it.
+        let second = try await browser.api("http://127.0.0.1:\(h.bffs[1].port)/fhir/Patient/pat-1", launch: launch)
+        #expect(second.status == 200, "\(String(decoding: second.body, as: UTF8.self))")
+        #expect(try await first.value == 200)
+        #expect(await h.sandbox.state.refreshCount == 1)
+
+        // The rotated refresh token was stored: the next refresh works.
+        await h.sandbox.state.setTokenDelay(nil)
+        await h.sandbox.state.expireAccessTokens()
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 }

@@ -309,7 +309,7 @@ struct SessionStoreTests {
                         var next = current
                         next.accessToken = "v2"
                         return (next, true)
-                    }
+                    } ?? false
                 }
             }
             return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
@@ -317,6 +317,20 @@ struct SessionStoreTests {
         #expect(refreshed == 1)
         let after = try #require(try await db.store.tokens(launchHash: l.record.idHash))
         #expect(after.accessToken == "v2" && after.version == 2)
+    }
+
+    @Test("the token lock of a launch that ended (a logout in another tab) is nil, and its body never runs")
+    func tokenLockOfEndedLaunch() async throws {
+        let db = try await TestDatabase.make(poolSize: 2)
+        let session = try await db.store.createSession(ttl: 600, now: now)
+        let l = launch()
+        try await db.store.addLaunch(sessionID: session, l.record, tokens: tokens("v1"))
+        _ = try await db.store.deleteSession(id: session)
+        let result = try await db.store.withTokenLock(launchHash: l.record.idHash) { current -> (TokenSet?, Bool) in
+            Issue.record("the body ran for an ended launch")
+            return (nil, true)
+        }
+        #expect(result == nil)
     }
 
     func dumpAllTables(_ pool: ConnectionPool) async throws -> String {

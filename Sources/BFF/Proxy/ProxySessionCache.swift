@@ -124,14 +124,6 @@ final class ProxySessionCache: Sendable {
         }
     }
 
-    /// Drops every entry of the session the launch belongs to (the session was deleted
-    /// through one of its launches).
-    func invalidate(sessionOfLaunch launchHash: String) {
-        let session = state.withLock { $0.entries.values.first { $0.launch.idHash == launchHash }?.context.session.idHash }
-        invalidate(launchHash: launchHash)
-        if let session { invalidate(sessionHash: session) }
-    }
-
     private func isFresh(_ entry: Entry, now: Date) -> Bool {
         let age = now.timeIntervalSince(entry.fetchedAt)
         return age >= 0 && age < ttl && entry.context.session.expiresAt > now

@@ -7,15 +7,22 @@ import Sessions
 /// Keeps a launch's access token fresh. Refreshes are single-flight: in one process,
 /// concurrent callers share one refresh task; across processes, the token row lock makes
 /// later comers see the new version and skip their own refresh. The rotated refresh token
-/// is stored before the lock is released.
+/// is stored before the lock is released. A refresh ends by its deadline, and only a few
+/// at a time hold a database connection (`RefreshLimits`).
 actor TokenRefresher {
     private let services: BFFServices
+    private let deadline: Duration
+    private let gate: RefreshGate
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
     /// Refresh when less than this is left of the access token's life (less than half of
     /// it, for tokens that live under two minutes).
     static let margin: TimeInterval = 60
 
-    init(services: BFFServices) { self.services = services }
+    init(services: BFFServices, limits: RefreshLimits) {
+        self.services = services
+        deadline = limits.deadline
+        gate = RefreshGate(slots: limits.concurrent)
+    }
 
     /// Whether an access token expiring at `expiresAt` should be refreshed before use.
     nonisolated static func isExpiring(_ expiresAt: Date?, now: Date, margin: TimeInterval = margin) -> Bool {
@@ -39,7 +46,10 @@ actor TokenRefresher {
         let margin = TokenRefresher.margin(for: current)
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
         if let task = inFlight[launch.idHash] { return try await task.value }
-        let task = Task { [services] in try await TokenRefresher.refresh(launch, seen: current.version, services: services) }
+        let task = Task { [services, gate, deadline] in
+            try await TokenRefresher.refresh(launch, seen: current.version, services: services,
+                                             gate: gate, deadline: RefreshDeadline(deadline))
+        }
         inFlight[launch.idHash] = task
         defer {
             inFlight[launch.idHash] = nil
@@ -48,28 +58,32 @@ actor TokenRefresher {
         return try await task.value
     }
 
-    private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices) async throws -> TokenSet {
+    /// Refreshes in a slot of `gate`, under the token row lock, unless another instance
+    /// did meanwhile (the version moved on from `seen`).
+    private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices,
+                                gate: RefreshGate, deadline: RefreshDeadline) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
         do {
-            return try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
-                if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
-                guard let refreshToken = locked.refreshToken else { throw SMARTError(.invalidGrant, "no refresh token was issued") }
-                let configuration = try await services.metadata.configuration(for: launch.iss)
-                let response = try await services.tokenClient.refresh(
-                    refreshToken: refreshToken, clientID: registration.clientID,
-                    authentication: services.authentication(for: registration), tokenEndpoint: configuration.tokenEndpoint)
-                services.metrics.recordRefresh("ok")
-                let next = TokenSet(accessToken: response.accessToken, refreshToken: response.refreshToken ?? refreshToken,
-                                    idToken: response.idToken ?? locked.idToken,
-                                    accessTokenExpiresAt: response.expiresIn.map { services.now().addingTimeInterval(TimeInterval($0)) },
-                                    responseJSON: response.raw.serialized(), version: locked.version + 1)
-                return (next, next)
+            let refreshed = try await gate.withSlot(before: deadline) {
+                try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
+                    if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
+                    guard let refreshToken = locked.refreshToken else { throw SMARTError(.invalidGrant, "no refresh token was issued") }
+                    let response = try await deadline.run {
+                        try await requestTokens(refreshToken: refreshToken, iss: launch.iss, registration: registration, services: services)
+                    }
+                    services.metrics.recordRefresh("ok")
+                    let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
+                    return (next, next)
+                }
             }
+            guard let refreshed else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
+            return refreshed
         } catch let error as SMARTError where error.kind == .invalidGrant {
             services.metrics.recordRefresh("invalid_grant")
             // The grant is gone: so is the session, rather than one that looks alive while every call fails.
-            try? await services.store.deleteSession(ofLaunch: launch.idHash)
-            services.proxyCache.invalidate(sessionOfLaunch: launch.idHash) // its other launches too
+            if let session = try? await services.store.deleteSession(ofLaunch: launch.idHash) {
+                services.proxyCache.invalidate(sessionHash: session) // its other launches too
+            }
             throw Problems.sessionEnded()
         } catch let error as SMARTError {
             services.metrics.recordRefresh("failed")
@@ -77,5 +91,22 @@ actor TokenRefresher {
             throw HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
                             detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
         }
+    }
+
+    /// The tokens of the EHR's `response`, keeping those of `old` it did not replace.
+    private static func tokens(from response: TokenResponse, replacing old: TokenSet, now: Date) -> TokenSet {
+        TokenSet(accessToken: response.accessToken, refreshToken: response.refreshToken ?? old.refreshToken,
+                 idToken: response.idToken ?? old.idToken,
+                 accessTokenExpiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
+                 responseJSON: response.raw.serialized(), version: old.version + 1)
+    }
+
+    /// The EHR's answer to a refresh grant (after discovery, when its cache is cold).
+    private static func requestTokens(refreshToken: String, iss: String, registration: IssuerRegistration,
+                                      services: BFFServices) async throws(SMARTError) -> TokenResponse {
+        let configuration = try await services.metadata.configuration(for: iss)
+        return try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
+                                                      authentication: services.authentication(for: registration),
+                                                      tokenEndpoint: configuration.tokenEndpoint)
     }
 }

@@ -13,7 +13,6 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         case decoding = "unexpected column value"
         case closed = "connection pool closed"
         case migration = "migration failed"
-        case missingRow = "row not found"
         case invalidParameter = "parameter not representable"
     }
 
@@ -50,9 +49,6 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     static var closed: PostgresError { PostgresError(.closed, message: "the connection pool is closed") }
     /// A migration file or the migration history is unusable.
     static func migration(_ message: String) -> PostgresError { PostgresError(.migration, message: message) }
-
-    /// A row the operation needs does not exist (`what` names it, never its key).
-    static func missingRow(_ what: String) -> PostgresError { PostgresError(.missingRow, message: what) }
 
     /// Bound parameter `index` (1-based) cannot be sent: text holding a NUL character, which
     /// PostgreSQL text cannot store and a C string would silently cut short.

@@ -1,0 +1,21 @@
+/// How long a token refresh may take, and how many refreshes of one process may hold a
+/// database connection at once.
+public struct RefreshLimits: Sendable {
+    /// A refresh that has not finished by then, counted from its start (waiting for its
+    /// turn, discovery and the token request included), answers 503 and keeps the session,
+    /// as an EHR outage does. It stays below the 20 s that other instances wait for the
+    /// token row lock (`PostgresSessionStore.tokenLockLimits`).
+    public var deadline: Duration
+    /// Refreshes holding a database connection (and a token row lock) at once; more wait
+    /// their turn within their deadline. Concurrent requests of one launch share one
+    /// refresh, so this counts launches.
+    public var concurrent: Int
+
+    /// The limits for a process whose pool has `poolSize` connections: 15 s, and a quarter
+    /// of the pool (at least one), so that an EHR whose token endpoint hangs leaves three
+    /// quarters of the pool to everything else.
+    public init(deadline: Duration = .seconds(15), poolSize: Int) {
+        self.deadline = deadline
+        concurrent = max(1, poolSize / 4)
+    }
+}
