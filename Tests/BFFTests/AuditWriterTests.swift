@@ -139,18 +139,7 @@ struct AuditWriterTests {
         let database = try await TestDatabase.make(poolSize: 2)
         defer { database.pool.close() }
         let writer = Self.writer(database.store) { $0.firstRetry = .seconds(60) }
-        let dba = PostgresStoreAdmin.pool(database.url)
-        defer { dba.close() }
-        let release = Mutex(false), holding = Mutex(false)
-        let lock = Task {
-            try await dba.withTransaction { connection in
-                try await connection.query("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
-                holding.withLock { $0 = true }
-                let deadline = ContinuousClock.now + .seconds(120) // past the writer's 60 s statement_timeout
-                while !release.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            }
-        }
-        while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        let lock = try await AuditTableLock.take(database.url)
 
         writer.record(entry("/Patient/1"))
         let started = ContinuousClock.now
@@ -160,8 +149,7 @@ struct AuditWriterTests {
         #expect(ContinuousClock.now - started < .seconds(30), "the flush waited for the lock")
         #expect(writer.status.failedWrites == 1 && writer.status.pending == 1, "\(writer.status)")
 
-        release.withLock { $0 = true }
-        try await lock.value
+        try await lock.release()
         await writer.flush()
         #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1"])
     }

@@ -3,7 +3,6 @@ import BFFTesting
 import Foundation
 import JSON
 import Sandbox
-import Synchronization
 import Testing
 
 @Suite("FHIR read proxy")
@@ -203,18 +202,7 @@ struct FHIRProxyTests {
         let (_, launch) = try await h.standaloneLogin(browser)
         // A DBA's lock on the audit table (VACUUM FULL, say): the writer's COPY fails after
         // its lock_timeout; sessions, in other tables, still work.
-        let dba = PostgresStoreAdmin.pool(h.database.url)
-        defer { dba.close() }
-        let release = Mutex(false), holding = Mutex(false)
-        let lock = Task {
-            try await dba.withTransaction { connection in
-                try await connection.query("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
-                holding.withLock { $0 = true }
-                let deadline = ContinuousClock.now + .seconds(120)
-                while !release.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            }
-        }
-        while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        let lock = try await AuditTableLock.take(h.database.url)
 
         let first = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
         #expect(first.status == 200)
@@ -224,8 +212,7 @@ struct FHIRProxyTests {
         #expect(try JSONParser.parse(refused.body)["type"]?.stringValue?.hasSuffix("audit-unavailable") == true, "\(refused.text)")
         #expect(await h.sandbox.state.fhirRequests == calls, "the refused read reached the EHR")
 
-        release.withLock { $0 = true }
-        try await lock.value
+        try await lock.release()
         let deadline = ContinuousClock.now + .seconds(60)
         var again = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
         while again.status == 503 && ContinuousClock.now < deadline {
