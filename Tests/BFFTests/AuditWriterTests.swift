@@ -5,7 +5,6 @@ import JSON
 import Logging
 import PostgresStore
 import Sessions
-import Synchronization
 import Testing
 
 @Suite("PHI access audit writer")
