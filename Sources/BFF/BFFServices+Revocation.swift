@@ -16,7 +16,8 @@ extension BFFServices {
         for case let (token?, hint) in pairs {
             do {
                 try await tokenClient.revoke(token: token, hint: hint, clientID: registration.clientID,
-                                             authentication: authentication(for: registration), revocationEndpoint: endpoint)
+                                             authentication: authentication(for: registration), revocationEndpoint: endpoint,
+                                             tokenEndpoint: configuration.tokenEndpoint)
             } catch {
                 logger.warning("token revocation failed", metadata: ["smart.iss": .string(iss), "error.detail": .string(error.detail)])
             }

@@ -24,11 +24,13 @@ public struct TokenClient: Sendable {
     }
 
     /// Revokes a token (RFC 7009). Failures are reported; callers log out locally anyway.
+    /// The client authenticates as at the token endpoint: a `private_key_jwt` assertion's
+    /// audience is `tokenEndpoint` (SMART, RFC 7523), not the revocation URL.
     public func revoke(token: String, hint: String, clientID: String, authentication: ClientAuthentication,
-                       revocationEndpoint: String) async throws(SMARTError) {
+                       revocationEndpoint: String, tokenEndpoint: String) async throws(SMARTError) {
         var form = [("token", token), ("token_type_hint", hint)]
         var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
-        try authentication.apply(clientID: clientID, tokenEndpoint: revocationEndpoint, form: &form, headers: &headers)
+        try authentication.apply(clientID: clientID, tokenEndpoint: tokenEndpoint, form: &form, headers: &headers)
         let response = try await send(form, headers: headers, url: revocationEndpoint)
         guard response.status == 200 else { throw SMARTError(.tokenEndpoint, "revocation answered HTTP \(response.status)") }
     }

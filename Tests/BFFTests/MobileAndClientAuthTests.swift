@@ -78,7 +78,7 @@ struct MobileAndClientAuthTests {
         #expect(try await browser.request(h.baseURL + "/login?return_to=myapp%3A%2F%2Fcb").status == 400)
     }
 
-    @Test("client_secret_basic, and private_key_jwt with RS384 and ES384 keys, on code exchange and refresh",
+    @Test("client_secret_basic, and private_key_jwt with RS384 and ES384 keys, on code exchange, refresh and revocation",
           arguments: ["secret", "rsa", "ec"])
     func clientAuthentication(_ kind: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bff-keys-\(UUID())")
@@ -115,5 +115,8 @@ struct MobileAndClientAuthTests {
         #expect(keys.count == (kind == "secret" ? 0 : 1))
         if kind == "rsa" { #expect(keys.first?["alg"]?.stringValue == "RS384" && keys.first?["d"] == nil) }
         if kind == "ec" { #expect(keys.first?["crv"]?.stringValue == "P-384" && keys.first?["d"] == nil) }
+        // Logout revokes both tokens; the EHR counts only revocations from an authenticated client.
+        #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
+        #expect(await h.sandbox.state.revocations == 2)
     }
 }
