@@ -50,17 +50,28 @@ public enum ClientAuthentication: Sendable {
     }
 }
 
+/// What a PEM file holds instead of a usable `private_key_jwt` key, e.g. "an RSA key of
+/// 1024 bits (RS384 needs 2048 or more)".
+public struct ClientKeyError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+}
+
 /// A private key for `private_key_jwt`: RSA (RS384) or EC P-384 (ES384).
 public enum ClientSigningKey: Sendable {
     case rsa(RSAPrivateKey)
     case p384(P384PrivateKey)
 
-    /// Reads a PEM private key of either kind.
-    public init(pem: String) throws {
+    /// Reads a PEM private key of either kind. An RSA key needs at least 2048 bits (RFC 7518
+    /// §3.3, for RS384).
+    public init(pem: String) throws(ClientKeyError) {
         if let key = try? RSAPrivateKey(pem: pem) {
+            let bits = key.publicKey.modulusBits
+            guard bits >= 2048 else { throw ClientKeyError(description: "an RSA key of \(bits) bits (RS384 needs 2048 or more)") }
             self = .rsa(key)
+        } else if let key = try? P384PrivateKey(pem: pem) {
+            self = .p384(key)
         } else {
-            self = .p384(try P384PrivateKey(pem: pem))
+            throw ClientKeyError(description: "no RSA or P-384 private key in PEM")
         }
     }
 

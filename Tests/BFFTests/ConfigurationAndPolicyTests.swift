@@ -83,6 +83,10 @@ struct ConfigurationAndPolicyTests {
         let p384 = directory.appendingPathComponent("p384.pem").path, p256 = directory.appendingPathComponent("p256.pem").path
         try P384PrivateKey.generate().pem.write(toFile: p384, atomically: true, encoding: .utf8)
         try TestCertificates.localhost.privateKeyPEM.write(toFile: p256, atomically: true, encoding: .utf8) // a P-256 key
+        // 384 bits, but not P-384: its JWK could not say "P-384", and no EHR would verify it as such.
+        let brainpool = directory.appendingPathComponent("brainpool.pem").path, rsa1024 = directory.appendingPathComponent("rsa1024.pem").path
+        try Self.brainpoolP384r1.write(toFile: brainpool, atomically: true, encoding: .utf8)
+        try RSAPrivateKey.generate(bits: 1024).pem.write(toFile: rsa1024, atomically: true, encoding: .utf8)
         func problems(_ entry: String) -> [String] {
             let env = ["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/issuers",
                        "BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString()]
@@ -96,6 +100,8 @@ struct ConfigurationAndPolicyTests {
             "{\(iss),\"scope\":[\"openid\"]}": #"entry 0: "scope" must be a string"#,
             "{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":7}": #"entry 0: "private_key_id" must be a string"#,
             "{\(iss),\"private_key_file\":\"\(p256)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(p256) holds no RSA or P-384 private key in PEM",
+            "{\(iss),\"private_key_file\":\"\(brainpool)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(brainpool) holds no RSA or P-384 private key in PEM",
+            "{\(iss),\"private_key_file\":\"\(rsa1024)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(rsa1024) holds an RSA key of 1024 bits (RS384 needs 2048 or more)",
             "{\(iss),\"private_key_file\":\"\(directory.path)/none.pem\",\"private_key_id\":\"k1\"}": "entry 0: cannot read private_key_file \(directory.path)/none.pem",
         ]
         for (entry, problem) in refused { #expect(problems(entry) == ["BFF_ISSUERS_FILE: " + problem], "\(entry)") }
@@ -155,4 +161,15 @@ struct ConfigurationAndPolicyTests {
         #expect(v2.allows("Patient", .read) && !v2.allows("Patient", .search))
         #expect(SMARTScopes("user/*.cruds").allows("Encounter", .search) && !SMARTScopes("patient/*.sr").allows("Encounter", .read))
     }
+
+    /// A throwaway brainpoolP384r1 key (`openssl ecparam -name brainpoolP384r1 -genkey`), PKCS#8.
+    static let brainpoolP384r1 = """
+        -----BEGIN PRIVATE KEY-----
+        MIG6AgEAMBQGByqGSM49AgEGCSskAwMCCAEBCwSBnjCBmwIBAQQwCtNmN8X39MtG
+        AyX9rbv5u4T3gh906/NxrYgrrgVZgPygEbesWtw06pWceFgWMGLPoWQDYgAEZppV
+        6YkGyu1DV99ulgFoXqPi7HO49vTcJYaUyU7xsSwzaDUc/I3E3JV24WIv3IQBFNi9
+        dx5m29ML9Ih4fbFGgvLXpAgcgKyEXeEY5F38IzUTd11Lzza+Zp/hhJzjEHSB
+        -----END PRIVATE KEY-----
+
+        """
 }

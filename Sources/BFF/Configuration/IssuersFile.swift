@@ -33,8 +33,8 @@ enum IssuersFile {
                 let pem: String
                 do { pem = try readKey(keyFile) } catch { throw Problem(message: "\(at): cannot read private_key_file \(keyFile)") }
                 // Read now, so that a key no login could sign with stops the start, by name.
-                guard (try? ClientSigningKey(pem: pem)) != nil else {
-                    throw Problem(message: "\(at): private_key_file \(keyFile) holds no RSA or P-384 private key in PEM")
+                do { _ = try ClientSigningKey(pem: pem) } catch {
+                    throw Problem(message: "\(at): private_key_file \(keyFile) holds \(error.description)")
                 }
                 registration.privateKeyPEM = Secret(pem)
                 registration.privateKeyID = kid

@@ -12,6 +12,18 @@ final class EVPKey: @unchecked Sendable {
 
     /// Size in bits of the key (the RSA modulus, the EC group order).
     var bits: Int { Int(EVP_PKEY_get_bits(pointer)) }
+    /// An EC key's curve as OpenSSL names it (`secp384r1` for P-384); nil for other keys.
+    var curveName: String? {
+        var name = [CChar](repeating: 0, count: 80)
+        var length = 0
+        guard EVP_PKEY_get_group_name(pointer, &name, name.count, &length) == 1, length < name.count else { return nil }
+        return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// An EC key on P-384: the curve by name, for a key of 384 bits may be on another curve
+    /// (brainpoolP384r1), whose JWK could not say "P-384".
+    var isP384: Bool { EVP_PKEY_get_base_id(pointer) == EVP_PKEY_EC && curveName == "secp384r1" }
+
     /// Largest signature in bytes.
     var signatureSize: Int { Int(EVP_PKEY_get_size(pointer)) }
 

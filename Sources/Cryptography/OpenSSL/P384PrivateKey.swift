@@ -17,7 +17,7 @@ public final class P384PrivateKey: Sendable {
     /// From a PEM private key (PKCS#8 or `EC PRIVATE KEY`) on P-384.
     public convenience init(pem: String) throws(CryptoError) {
         let key = try EVPKey.privateKey(pem: pem)
-        guard EVP_PKEY_get_base_id(key.pointer) == EVP_PKEY_EC, key.bits == 384 else { throw .invalidKey("not a P-384 key") }
+        guard key.isP384 else { throw .invalidKey("not a P-384 key") }
         self.init(key: key)
     }
 

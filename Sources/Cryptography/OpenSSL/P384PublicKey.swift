@@ -11,7 +11,7 @@ public final class P384PublicKey: Sendable {
     /// From a PEM SubjectPublicKeyInfo holding a P-384 key.
     public convenience init(pem: String) throws(CryptoError) {
         let key = try EVPKey.publicKey(pem: pem)
-        guard EVP_PKEY_get_base_id(key.pointer) == EVP_PKEY_EC, key.bits == 384 else { throw .invalidKey("not a P-384 key") }
+        guard key.isP384 else { throw .invalidKey("not a P-384 key") }
         self.init(key: key)
     }
 
