@@ -43,7 +43,7 @@ struct MobileAndClientAuthTests {
         #expect(try await app.request(h.baseURL + "/session", headers: [("Authorization", "Bearer wrong")]).status == 401)
     }
 
-    @Test("hand-off: a wrong verifier burns the code")
+    @Test("hand-off: a wrong verifier burns the code, and the sign-in's tokens are revoked at the EHR")
     func wrongVerifier() async throws {
         let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
         defer { Task { await h.stop() } }
@@ -51,6 +51,7 @@ struct MobileAndClientAuthTests {
         let verifier = SecureRandom.token(bytes: 32)
         let code = try await handoffLogin(h, browser, verifier: verifier)
         #expect(try await exchange(h, browser, code: code, verifier: SecureRandom.token(bytes: 32)).status == 400)
+        #expect(await h.sandbox.state.revocations == 2) // refresh and access token
         #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
     }
 

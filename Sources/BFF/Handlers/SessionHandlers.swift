@@ -75,8 +75,10 @@ struct SessionHandlers: Sendable {
         // verifier too, and burns the code. The length goes first, so no more than 128 bytes are hashed.
         guard (43...128).contains(verifier.utf8.count),
               constantTimeEquals(Array(PKCE.challenge(for: verifier).utf8), Array(challenge.utf8)) else {
+            // The session ends, and its tokens are revoked as at logout: whoever holds the
+            // code without its verifier may have seen the sign-in.
             if let id = try await services.store.rotateSession(idHash: sessionHash, ttl: 1, now: services.now()) {
-                _ = try await services.store.deleteSession(id: id)
+                await services.revokeTokens(of: try await services.store.deleteSession(id: id))
             }
             throw Problems.badRequest("The hand-off verifier does not match.", type: "invalid-handoff")
         }
