@@ -9,8 +9,7 @@ import Sessions
 
 /// `GET /callback`: consumes `state` once, checks the RFC 9207 issuer, exchanges the code,
 /// validates the ID token, and starts a launch in a new session, which takes over the
-/// browser's earlier launches of the same user. No session and no session cookie on any
-/// failure; once `state` is used up, a failure deletes its browser binding (`LoginCookie`).
+/// browser's earlier launches of the same user. No session and no cookie on any failure.
 struct CallbackHandler: Sendable {
     let services: BFFServices
     static let handoffLifetime: TimeInterval = 60
@@ -26,19 +25,6 @@ struct CallbackHandler: Sendable {
         guard let pending = try await services.store.consumePending(state: state, now: services.now()) else {
             throw Problems.badRequest("Unknown, expired or already used state.", type: "invalid-state")
         }
-        do {
-            return try await complete(request, state: state, pending: pending)
-        } catch var error as HTTPError {
-            // The state is used up: its browser binding has no use left. (A database failure,
-            // which is not an HTTPError here, leaves the binding to its Max-Age.)
-            error.headers.add("Set-Cookie", services.loginCookie.expire(state))
-            throw error
-        }
-    }
-
-    /// The callback once its `state` is used up: the EHR's answer, the code exchange, the
-    /// ID token, and the session.
-    private func complete(_ request: Request, state: String, pending: PendingAuthorization) async throws -> Response {
         guard let registration = services.registration(for: pending.iss) else {
             throw Problems.badRequest("The issuer is no longer registered.", type: "unknown-issuer")
         }
