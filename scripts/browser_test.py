@@ -2,7 +2,7 @@
 a standalone login and a simulated EHR launch, checking the patient banner and the
 observations table, and keeps a screenshot in artifacts/. Skips with a message when
 Chromium or chromedriver is not installed."""
-import base64, json, os, pathlib, shutil, signal, socket, subprocess, sys, time, urllib.request
+import base64, json, os, pathlib, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request
 
 root = pathlib.Path(__file__).resolve().parent.parent
 chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -37,7 +37,10 @@ binary = root / ".build/debug/smart-bff"
 env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
 demo = subprocess.Popen([str(binary), "demo", "--port", str(bff_port), "--sandbox-port", str(ehr_port)], env=env,
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-chrome = subprocess.Popen([driver, f"--port={driver_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# Chromium's profile and scratch directories go into a directory of ours, removed at the end.
+scratch = tempfile.mkdtemp(prefix="smart-bff-browser-")
+chrome = subprocess.Popen([driver, f"--port={driver_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          env={**os.environ, "TMPDIR": scratch})
 session = None
 try:
     wait_port(bff_port); wait_port(driver_port)
@@ -93,6 +96,11 @@ finally:
         try: call("DELETE", f"http://127.0.0.1:{driver_port}/session/{session}")
         except Exception: pass
     chrome.terminate()
+    try:
+        chrome.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        chrome.kill()
+    shutil.rmtree(scratch, ignore_errors=True)
     demo.send_signal(signal.SIGINT)
     try:
         demo.wait(timeout=20)
