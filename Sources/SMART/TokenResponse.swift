@@ -26,6 +26,8 @@ public struct TokenResponse: Sendable {
         let json: JSONValue
         do { json = try JSONParser.parse(bytes) } catch { throw SMARTError(.tokenEndpoint, "token response is not valid JSON") }
         guard json.objectValue != nil else { throw SMARTError(.tokenEndpoint, "token response is not a JSON object") }
+        // No identifier or context value holds U+0000: PostgreSQL stores none (in text or jsonb).
+        guard !holdsNUL(json) else { throw SMARTError(.tokenEndpoint, "token response holds a NUL character") }
         guard let access = json["access_token"]?.stringValue, !access.isEmpty else {
             throw SMARTError(.tokenEndpoint, "token response has no access_token")
         }
@@ -46,5 +48,15 @@ public struct TokenResponse: Sendable {
             needPatientBanner: json["need_patient_banner"]?.boolValue, smartStyleURL: json["smart_style_url"]?.stringValue,
             intent: json["intent"]?.stringValue, tenant: json["tenant"]?.stringValue,
             fhirContext: json["fhirContext"], raw: json)
+    }
+
+    /// Whether any string of `value`, member names included, holds U+0000.
+    private static func holdsNUL(_ value: JSONValue) -> Bool {
+        switch value {
+        case let .string(s): s.utf8.contains(0)
+        case let .array(items): items.contains(where: holdsNUL)
+        case let .object(members): members.contains { $0.0.utf8.contains(0) || holdsNUL($0.1) }
+        case .null, .bool, .number: false
+        }
     }
 }

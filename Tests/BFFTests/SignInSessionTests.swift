@@ -1,18 +1,26 @@
 import BFF
 import Foundation
 import JSON
+import PostgresStore
 import Testing
 
 @Suite("a sign-in in a browser that already has a session")
 struct SignInSessionTests {
-    @Test("a sign-in the database refuses (a NUL in the EHR's launch context) leaves the browser's session, cookie and launch working")
+    @Test("a sign-in the database refuses (after the session was renamed) leaves the browser's session, cookie and launch working")
     func failedSignInKeepsSession() async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, first) = try await h.standaloneLogin(browser, patient: "pat-1")
         let cookie = try #require(browser.cookieValues["bff_session"])
-        await h.sandbox.state.setTokenResponseExtras(["intent": "a\u{0}b"]) // PostgreSQL's jsonb refuses \u0000
+        // The launch's row is the transaction's last write: the database refuses it for pat-2.
+        let admin = PostgresStoreAdmin.pool(h.database.url)
+        defer { admin.close() }
+        try await admin.query("""
+            CREATE FUNCTION refuse_pat_2() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.patient = 'pat-2' THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW; END $$
+            """)
+        try await admin.query("CREATE TRIGGER refuse_pat_2 BEFORE INSERT ON launches FOR EACH ROW EXECUTE FUNCTION refuse_pat_2()")
         let (failed, second) = try await h.standaloneLogin(browser, patient: "pat-2")
         #expect(failed.status == 500 && second == nil, "\(failed.status) \(failed.text)")
         #expect(failed.header("Content-Type") == "application/problem+json")
@@ -21,6 +29,21 @@ struct SignInSessionTests {
         let session = try await browser.api(h.baseURL + "/session", launch: first)
         #expect(session.status == 200 && (try? JSONParser.parse(session.body))?["patient"]?.stringValue == "pat-1", "\(session.status) \(session.text)")
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first).status == 200, "the launch's tokens are still its own")
+    }
+
+    @Test("a token response holding U+0000 (which PostgreSQL cannot store) fails the sign-in as the EHR's fault: 502, the session kept")
+    func nulInTokenResponse() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser, patient: "pat-1")
+        let cookie = try #require(browser.cookieValues["bff_session"])
+        await h.sandbox.state.setTokenResponseExtras(["intent": "a\u{0}b"])
+        let (failed, second) = try await h.standaloneLogin(browser, patient: "pat-2")
+        #expect(failed.status == 502 && second == nil, "\(failed.status) \(failed.text)")
+        #expect(failed.text.contains("NUL"), "the problem says what was wrong: \(failed.text)")
+        #expect(browser.cookieValues["bff_session"] == cookie)
+        #expect(try await browser.api(h.baseURL + "/session", launch: first).status == 200)
     }
 }
 
