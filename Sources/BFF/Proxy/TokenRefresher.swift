@@ -81,8 +81,13 @@ actor TokenRefresher {
         } catch let error as SMARTError where error.kind == .invalidGrant {
             services.metrics.recordRefresh("invalid_grant")
             // The grant is gone: so is the session, rather than one that looks alive while every call fails.
-            if let session = try? await services.store.deleteSession(ofLaunch: launch.idHash) {
-                services.proxyCache.invalidate(sessionHash: session) // its other launches too
+            // Should the delete fail, the next read meets invalid_grant again and retries it.
+            do {
+                if let session = try await services.store.deleteSession(ofLaunch: launch.idHash) {
+                    services.proxyCache.invalidate(sessionHash: session) // its other launches too
+                }
+            } catch {
+                services.logger.warning("ending a session after invalid_grant failed", metadata: ["smart.iss": .string(launch.iss), "error": .string(String(describing: error))])
             }
             throw Problems.sessionEnded()
         } catch let error as SMARTError {
