@@ -22,7 +22,12 @@ public final class EmbeddedPostgres: Sendable {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
         let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000), maxConnections: maxConnections)
         do {
-            try FileManager.default.createDirectory(atPath: cluster.socketDirectory, withIntermediateDirectories: true)
+            // Its owner's alone: trust authentication lets whoever reaches the socket in as
+            // the superuser, so no other local user may reach it (folder and socket 0700).
+            try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(atPath: cluster.socketDirectory, withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o700])
             if getuid() == 0 { try Subprocess.run("/bin/chown", ["-R", "postgres", directory.path]) }
             try cluster.run("initdb", ["-D", cluster.dataDirectory, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
             try cluster.startServer()
@@ -40,7 +45,7 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     private var serverOptions: String {
-        "-k \(socketDirectory) -p \(port) -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=\(maxConnections)"
+        "-k \(socketDirectory) -p \(port) -c listen_addresses='' -c unix_socket_permissions=0700 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=\(maxConnections)"
     }
 
     /// A libpq URI for database `database`.
