@@ -59,6 +59,54 @@ struct LibPQTests {
         #expect(throws: PostgresError.self) { try row.decode(Int.self, at: 2) }
     }
 
+    @Test("the embedded cluster (trust authentication) is reachable by its owner alone: folder and socket 0700, no TCP")
+    func embeddedClusterPrivate() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let folder = URL(fileURLWithPath: cluster.socketDirectory).deletingLastPathComponent().path
+        for path in [folder, cluster.socketDirectory] {
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+            #expect(mode & 0o077 == 0, "\(path): \(String(mode, radix: 8))")
+        }
+        let admin = ConnectionPool(url: cluster.url())
+        defer { admin.close() }
+        #expect(try await admin.query("SHOW unix_socket_permissions")[0].string(0) == "0700")
+        #expect(try await admin.query("SHOW listen_addresses")[0].string(0) == "")
+    }
+
+    @Test("a database whose defaults are bytea_output = escape and DateStyle = German still decodes bytea and timestamps")
+    func serverDefaultsPinned() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let name = "t_" + String(UUID().uuidString.prefix(8)).lowercased().filter { $0.isLetter || $0.isNumber }
+        let url = try await cluster.createDatabase(name: name)
+        let admin = ConnectionPool(url: cluster.url())
+        defer { admin.close() }
+        // The name was made above from letters and digits.
+        try await admin.query("ALTER DATABASE \(raw: name) SET bytea_output = 'escape'")
+        try await admin.query("ALTER DATABASE \(raw: name) SET DateStyle = 'German, DMY'")
+        let pool = ConnectionPool(url: url)
+        defer { pool.close() }
+        let bytes: [UInt8] = [0, 1, 0x5C, 0x27, 0x7F, 0x80, 0xFF]
+        let row = try await pool.query("SELECT \(bytes)::bytea, timestamptz '2024-02-29 23:59:58.25+00'")[0]
+        #expect(try row.decode([UInt8].self, at: 0) == bytes)
+        #expect(try row.decode(Date.self, at: 1) == Date(timeIntervalSince1970: 1_709_251_198.25))
+    }
+
+    @Test("text goes to a LATIN1 database as characters, not as UTF-8 bytes read as LATIN1; what LATIN1 lacks is refused")
+    func clientEncodingPinned() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let name = "t_" + String(UUID().uuidString.prefix(8)).lowercased().filter { $0.isLetter || $0.isNumber }
+        let admin = ConnectionPool(url: cluster.url())
+        defer { admin.close() }
+        // The name was made above from letters and digits.
+        try await admin.query("CREATE DATABASE \(raw: name) ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        let pool = ConnectionPool(url: cluster.url(database: name))
+        defer { pool.close() }
+        let row = try await pool.query("SELECT length(\("é")::text), \("é")::text")[0]
+        #expect(try row.decode(Int.self, at: 0) == 1, "one character, not the two of its UTF-8 bytes")
+        #expect(try row.decode(String.self, at: 1) == "é")
+        await #expect(throws: PostgresError.self) { try await pool.query("SELECT \("€")::text") }
+    }
+
     @Test("timestamptz decodes to the same instant whatever the session time zone")
     func timeZones() async throws {
         let pool = try await pool()

@@ -27,6 +27,9 @@ public final class PostgresConnection: @unchecked Sendable {
             ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3"),
             ("tcp_user_timeout", "30000"),
             ("dbname", url),
+            // After `dbname`, so that the URL cannot change it: text goes both ways as UTF-8
+            // whatever the database's encoding (the server refuses what it cannot store).
+            ("client_encoding", "UTF8"),
         ]
         let connection: OpaquePointer? = CStringArray.with(parameters.map(\.0)) { keywords in
             CStringArray.with(parameters.map(\.1)) { values in PQconnectdbParams(keywords, values, 1) }
@@ -41,10 +44,9 @@ public final class PostgresConnection: @unchecked Sendable {
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         conn = connection
         queue = DispatchQueue(label: "smart-bff.postgres")
-        // Timestamps are decoded from ISO text; make sure the server sends ISO.
-        if let style = PQparameterStatus(connection, "DateStyle"), !String(cString: style).hasPrefix("ISO") {
-            try executeScript("SET DateStyle TO ISO")
-        }
+        // Values are decoded from the server's text: timestamps from ISO, bytea from hex. A
+        // role or database may default to others (`bytea_output = escape`, say).
+        try executeScript("SET DateStyle TO ISO; SET bytea_output TO hex")
     }
 
     deinit { PQfinish(conn) }
