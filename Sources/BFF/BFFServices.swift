@@ -28,6 +28,8 @@ public final class BFFServices: Sendable {
     /// The FHIR proxy's log of EHRs it cannot reach.
     let upstreamFailures: UpstreamFailureLog
     public let readiness: Readiness
+    /// `/metrics`' count of unexpired sessions, at most 5 s old (one query for a burst of scrapes).
+    let activeSessions = RecentResult<Int?>(lifetime: .seconds(5))
     /// The current time; tests move it.
     public let now: @Sendable () -> Date
     public let logger: Logger

@@ -17,7 +17,7 @@ struct OperationsHandlers: Sendable {
             return ["iss": .string(iss), "discovery": .string(s?.discovery ?? "not yet"), "jwks": .string(s?.jwks ?? "not yet"),
                     "checked_at": s?.checkedAt.map { .string(SessionHandlers.timestamp($0)) } ?? .null]
         }
-        let ready = database == .up && migrations == .current
+        let ready = database != .down && migrations == .current
         let body: JSONValue = ["status": .string(ready ? "ready" : "unavailable"), "database": .string(database.rawValue),
                                "migrations": .string(migrations.rawValue), "issuers": .array(issuers)]
         return SessionHandlers.noStore(.json(body.bytes, status: ready ? .ok : .serviceUnavailable))
@@ -25,7 +25,9 @@ struct OperationsHandlers: Sendable {
 
     func metrics(_ request: Request) async throws -> Response {
         let pool = services.readiness.pool
-        let active = try? await pool.query("SELECT count(*) FROM sessions WHERE expires_at > now()").first?.int(0)
+        let active = await services.activeSessions.value { [pool] in
+            try? await pool.query("SELECT count(*) FROM sessions WHERE expires_at > now()").first?.int(0)
+        }
         let text = services.metrics.render(activeSessions: active, pool: pool.usage, audit: services.audit.status)
         return Response(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8))
     }

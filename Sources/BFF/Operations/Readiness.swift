@@ -1,25 +1,40 @@
 import Foundation
 import PostgresStore
+import Synchronization
 
-/// What `/readyz` checks: the database answers and no migration is pending.
-public struct Readiness: Sendable {
+/// What `/readyz` checks: the database answers and no migration is pending. One check runs
+/// at a time, and its result serves every caller for a second.
+public final class Readiness: Sendable {
     public let pool: ConnectionPool
     public let migrator: Migrator
+    private let recent = RecentResult<Status>(lifetime: .seconds(1))
+    private let lastMigrations = Mutex(Migrations.unknown)
 
     public init(pool: ConnectionPool, migrator: Migrator) {
         self.pool = pool
         self.migrator = migrator
     }
 
-    public enum Database: String, Sendable { case up, down }
+    /// `busy`: the database answers, but no pooled connection came free in time (every one is
+    /// in use). Not a reason to take the instance out of service: under load, every instance
+    /// on the database would be taken out at once.
+    public enum Database: String, Sendable { case up, busy, down }
     public enum Migrations: String, Sendable { case current, behind, unknown }
+    public typealias Status = (database: Database, migrations: Migrations)
 
-    public func check() async -> (Database, Migrations) {
-        do {
-            let pending = try await migrator.pendingCount(pool)
-            return (.up, pending == 0 ? .current : .behind)
-        } catch {
-            return (.down, .unknown)
+    /// The database's and the migrations' state, at most a second old.
+    public func check() async -> Status {
+        await recent.value { [self] in
+            do {
+                let pending = try await self.migrator.pendingCount(self.pool)
+                let migrations: Migrations = pending == 0 ? .current : .behind
+                self.lastMigrations.withLock { $0 = migrations }
+                return (.up, migrations)
+            } catch let error as PostgresError where error.isPoolTimeout {
+                return (.busy, self.lastMigrations.withLock { $0 })
+            } catch {
+                return (.down, .unknown)
+            }
         }
     }
 }

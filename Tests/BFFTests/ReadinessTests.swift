@@ -1,0 +1,51 @@
+@testable import BFF
+import BFFTesting
+import Foundation
+import PostgresStore
+import Testing
+
+@Suite("readiness and other checks shared by concurrent callers")
+struct ReadinessTests {
+    @Test("a busy pool (every connection in use) is reported as busy, not down, and the instance stays ready")
+    func busyPool() async throws {
+        let database = try await TestDatabase.make(poolSize: 1)
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = 1
+        configuration.acquireTimeout = .milliseconds(300)
+        let pool = ConnectionPool(url: database.url, configuration: configuration)
+        defer { pool.close() }
+        let readiness = Readiness(pool: pool, migrator: try Migrator(directory: RepositoryPaths.migrations))
+        #expect(await readiness.check() == (.up, .current))
+        try await Task.sleep(for: .milliseconds(1100)) // past the shared result's second
+        let holding = Counter(), release = Counter()
+        let holder = Task {
+            try await pool.withConnection { _ in
+                holding.increment()
+                while release.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            }
+        }
+        while holding.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await readiness.check() == (.busy, .current))
+        release.increment()
+        try await holder.value
+    }
+
+    @Test("concurrent callers share one computation, and its result for its lifetime; then it is computed again")
+    func sharedResult() async throws {
+        let recent = RecentResult<Int>(lifetime: .milliseconds(500))
+        let computed = Counter()
+        let compute: @Sendable () async -> Int = {
+            computed.increment()
+            try? await Task.sleep(for: .milliseconds(100))
+            return computed.current
+        }
+        let values = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<50 { group.addTask { await recent.value(compute) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(computed.current == 1 && Set(values) == [1], "\(computed.current) computations")
+        #expect(await recent.value(compute) == 1)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(await recent.value(compute) == 2)
+    }
+}
