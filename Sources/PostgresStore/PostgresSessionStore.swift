@@ -111,6 +111,9 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws {
+        // At most a quarter of the lifetime: a session living no longer than the interval
+        // would otherwise expire however busy its user was.
+        let touchInterval = min(touchInterval, ttl / 4)
         guard now.timeIntervalSince(session.lastSeenAt) >= touchInterval else { return }
         // The conditions make the write happen once per interval even when several requests
         // or instances touch at the same moment, and never revive an expired session.

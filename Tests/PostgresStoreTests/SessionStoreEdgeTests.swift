@@ -67,6 +67,19 @@ struct SessionStoreEdgeTests {
         #expect(try await db.store.findSession(id: id, now: later) == nil)
     }
 
+    @Test("a session whose lifetime is no longer than the touch interval (60 s) is still extended by use")
+    func shortLifetime() async throws {
+        let db = try await TestDatabase.make()
+        let id = try await db.store.createSession(ttl: 60, now: now)
+        var clock = now
+        for _ in 0..<6 { // two minutes of use, a request every 20 s
+            clock = clock.addingTimeInterval(20)
+            let record = try #require(try await db.store.findSession(id: id, now: clock), "alive at +\(clock.timeIntervalSince(now)) s")
+            try await db.store.touchSession(record, ttl: 60, now: clock)
+        }
+        #expect(try await db.store.findSession(id: id, now: clock.addingTimeInterval(61)) == nil, "and it ends a lifetime after its last use")
+    }
+
     @Test("concurrent touches of one session write once")
     func concurrentTouch() async throws {
         let db = try await TestDatabase.make()
