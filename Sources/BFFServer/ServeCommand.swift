@@ -15,6 +15,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(78) // EX_CONFIG
         }
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
+        for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
         var options = BFFRuntime.Options()
         options.openAPI = Resources.openAPI()
         if let threads = configuration.ioThreads { options.server.eventLoops = threads }

@@ -173,3 +173,24 @@ struct ConfigurationAndPolicyTests {
 
         """
 }
+
+extension ConfigurationAndPolicyTests {
+    @Test("start-up warns of BFF_ variables it does not read, naming the setting meant, and of an http public URL on another host")
+    func startUpWarnings() {
+        let env = ["BFF_AUDIT_RETENTION": "3650", "BFF_TOKEN_KEY_FALLBACK": "x", "BFF_SESION_TTL": "600",
+                   "BFF_LISTEN": "0.0.0.0:8080", "BFF_AUDIT_RETENTION_DAYS": "3650", "HOME": "/root"]
+        let lines = BFFConfiguration.warnings(env, publicURL: "https://bff.example.org")
+        #expect(lines == [
+            "BFF_AUDIT_RETENTION is not a smart-bff setting and is ignored; did you mean BFF_AUDIT_RETENTION_DAYS?",
+            "BFF_SESION_TTL is not a smart-bff setting and is ignored; did you mean BFF_SESSION_TTL?",
+            "BFF_TOKEN_KEY_FALLBACK is not a smart-bff setting and is ignored; did you mean BFF_TOKEN_KEY_FALLBACKS?",
+        ])
+        #expect(BFFConfiguration.warnings(["BFF_SERVICE_HOST": "10.0.0.1"], publicURL: "https://bff.example.org")
+            == ["BFF_SERVICE_HOST is not a smart-bff setting and is ignored"])
+        #expect(BFFConfiguration.warnings([:], publicURL: "http://bff.example.org")
+            == ["BFF_PUBLIC_URL is http on bff.example.org: browsers send the session cookie in cleartext, and it cannot be Secure"])
+        for local in ["http://127.0.0.1:8080", "http://localhost:8080", "https://bff.example.org"] {
+            #expect(BFFConfiguration.warnings([:], publicURL: local).isEmpty, "\(local)")
+        }
+    }
+}
