@@ -34,8 +34,7 @@ def wait_port(port, timeout=30):
 
 bff_port, ehr_port, driver_port = free_port(), free_port(), free_port()
 binary = root / ".build/debug/smart-bff"
-env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-demo = subprocess.Popen([str(binary), "demo", "--port", str(bff_port), "--sandbox-port", str(ehr_port)], env=env,
+demo = subprocess.Popen([str(binary), "demo", "--port", str(bff_port), "--sandbox-port", str(ehr_port)],
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 # Chromium's profile and scratch directories go into a directory of ours, removed at the end.
 scratch = tempfile.mkdtemp(prefix="smart-bff-browser-")

@@ -7,8 +7,8 @@ import Logging
 import PostgresStore
 import Sandbox
 
-/// `smart-bff demo`: the one-command tour. A throwaway PostgreSQL (unless DATABASE_URL is
-/// set), the sandbox EHR, and the BFF wired to it with a demo page.
+/// `smart-bff demo`: the one-command tour. A throwaway PostgreSQL, the sandbox EHR, and the
+/// BFF wired to it with a demo page.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "demo", abstract: "Run the sandbox EHR, the BFF and a demo page together.")
 
@@ -18,16 +18,12 @@ struct DemoCommand: AsyncParsableCommand {
     func run() async throws {
         let logLevel = ProcessInfo.processInfo.environment["BFF_LOG_LEVEL"] ?? "warning"
         let logger = LogSetup.bootstrap(level: logLevel)
-        var database: EmbeddedPostgres?
-        let databaseURL: String
-        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
-            databaseURL = url
-        } else {
-            let cluster = try EmbeddedPostgres.start(prefix: "smart-bff-demo-pg")
-            database = cluster
-            databaseURL = cluster.url()
-        }
-        defer { database?.destroy() }
+        // Always a throwaway cluster, whatever DATABASE_URL says: a demo run in a shell set up
+        // for a real deployment would otherwise write sandbox sessions into that database and
+        // sweep its audit trail with the demo's retention.
+        let database = try EmbeddedPostgres.start(prefix: "smart-bff-demo-pg")
+        defer { database.destroy() }
+        let databaseURL = database.url()
 
         let publicURL = "http://127.0.0.1:\(port)"
         var sandboxOptions = SandboxEHR.Options()
