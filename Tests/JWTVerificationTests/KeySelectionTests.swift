@@ -19,6 +19,23 @@ struct KeySelectionTests {
         #expect(endpoint.count == 2)
     }
 
+    @Test("a key the EHR withdrew stops verifying once the cached JWKS is an hour old; until then no fetch")
+    func withdrawnKey() async throws {
+        let endpoint = JWKSEndpoint([JWKSEndpoint.document([("k1", TestKeys.issuerKey.publicKey), ("k2", TestKeys.rotatedKey.publicKey)]),
+                                     JWKSEndpoint.document([("k2", TestKeys.rotatedKey.publicKey)])])
+        let f = IDTokenFixture(endpoint: endpoint)
+        let withdrawn = try f.token()
+        _ = try await f.validate(withdrawn)
+        f.clock.advance(.seconds(3599))
+        _ = try await f.validate(try f.token()) // fresh tokens signed with k1
+        #expect(endpoint.count == 1, "no fetch within the hour")
+        f.clock.advance(.seconds(2))
+        await f.expectRejected(try f.token(), .unknownKey)
+        #expect(endpoint.count == 2)
+        _ = try await f.validate(try f.token(header: ["alg": "RS256", "kid": "k2"], key: TestKeys.rotatedKey))
+        #expect(endpoint.count == 2)
+    }
+
     @Test("unknown kids re-fetch at most once per issuer every 10 s")
     func refetchRateLimited() async throws {
         let f = IDTokenFixture()
