@@ -3,7 +3,9 @@ import HTTPClient
 import JSON
 
 /// Discovery of an EHR's SMART configuration, cached per issuer with a TTL. Only
-/// registered issuers reach it: callers check registration first.
+/// registered issuers reach it: callers check registration first. Concurrent callers share
+/// one discovery, and a failed one is answered from memory for `failureHold` (5 s), so that
+/// an EHR in trouble gets a few requests from smart-bff, not one set per sign-in attempt.
 public actor EHRMetadata {
     /// The outcome of the last discovery and JWKS fetch of an issuer, for `/readyz`.
     public struct Status: Sendable {
@@ -19,12 +21,16 @@ public actor EHRMetadata {
 
     private let client: HTTPClient
     private let ttl: Duration
+    private let failureHold: Duration
     private var cache: [String: Entry] = [:]
+    private var failures: [String: (error: SMARTError, at: ContinuousClock.Instant)] = [:]
+    private var inFlight: [String: Task<SMARTConfiguration, any Error>] = [:]
     private var statuses: [String: Status] = [:]
 
-    public init(client: HTTPClient, ttl: Duration = .seconds(300)) {
+    public init(client: HTTPClient, ttl: Duration = .seconds(300), failureHold: Duration = .seconds(5)) {
         self.client = client
         self.ttl = ttl
+        self.failureHold = failureHold
     }
 
     /// The SMART configuration of `iss` (a registered FHIR base without trailing slash):
@@ -32,15 +38,29 @@ public actor EHRMetadata {
     /// plus the OpenID configuration's `issuer` and `jwks_uri` when they are missing.
     public func configuration(for iss: String) async throws(SMARTError) -> SMARTConfiguration {
         if let entry = cache[iss], ContinuousClock.now - entry.fetchedAt < ttl { return entry.configuration }
-        do {
-            let config = try await discover(iss)
-            cache[iss] = Entry(configuration: config, fetchedAt: .now)
-            record(iss) { $0.discovery = "ok" }
-            return config
-        } catch {
-            record(iss) { $0.discovery = "failed: \(error.detail)" }
-            throw error
+        if let failure = failures[iss], ContinuousClock.now - failure.at < failureHold { throw failure.error }
+        let task: Task<SMARTConfiguration, any Error>
+        if let running = inFlight[iss] {
+            task = running
+        } else {
+            task = Task { [client] in try await EHRMetadata.discover(iss, client: client) }
+            inFlight[iss] = task
         }
+        let result = await task.result.mapError { $0 as? SMARTError ?? SMARTError(.discovery, "discovery failed: \($0)") }
+        // The first caller to resume records the outcome, in the actor step that clears `inFlight`.
+        if inFlight[iss] == task {
+            inFlight[iss] = nil
+            switch result {
+            case let .success(config):
+                cache[iss] = Entry(configuration: config, fetchedAt: .now)
+                failures[iss] = nil
+                record(iss) { $0.discovery = "ok" }
+            case let .failure(error):
+                failures[iss] = (error, .now)
+                record(iss) { $0.discovery = "failed: \(error.detail)" }
+            }
+        }
+        return try result.get()
     }
 
     /// Records a JWKS fetch result for `/readyz`.
@@ -58,30 +78,41 @@ public actor EHRMetadata {
         statuses[iss] = status
     }
 
-    private func discover(_ iss: String) async throws(SMARTError) -> SMARTConfiguration {
+    /// `.well-known/smart-configuration`; only when the EHR says it has none (a 4xx), the
+    /// CapabilityStatement. An EHR in trouble (5xx, no answer) fails discovery, which is
+    /// retried later: a configuration pieced together from the fallbacks lacks what the
+    /// smart-configuration promises (RFC 9207's `iss`, S256) and would be cached for minutes.
+    private static func discover(_ iss: String, client: HTTPClient) async throws(SMARTError) -> SMARTConfiguration {
         var config: SMARTConfiguration
-        let smart = try await get(iss + "/.well-known/smart-configuration")
+        let smart = try await get(iss + "/.well-known/smart-configuration", client: client)
         if smart.status == 200 {
             config = try SMARTConfiguration.parseSMARTConfiguration(smart.body)
-        } else {
-            let metadata = try await get(iss + "/metadata")
+        } else if (400..<500).contains(smart.status) {
+            let metadata = try await get(iss + "/metadata", client: client)
             guard metadata.status == 200 else {
                 throw SMARTError(.discovery, "no smart-configuration (HTTP \(smart.status)) and no metadata (HTTP \(metadata.status))")
             }
             config = try SMARTConfiguration.parseCapabilityStatement(metadata.body)
+        } else {
+            throw SMARTError(.discovery, "smart-configuration answered HTTP \(smart.status)")
         }
         if config.issuer == nil || config.jwksURI == nil {
-            let openid = try? await get(iss + "/.well-known/openid-configuration")
-            if let openid, openid.status == 200, let json = try? JSONParser.parse(openid.body) {
+            // An EHR without OpenID Connect has no such document (a 4xx); one that fails to
+            // answer fails discovery, rather than caching a configuration without its JWKS.
+            let openid = try await get(iss + "/.well-known/openid-configuration", client: client)
+            if openid.status == 200 {
+                guard let json = try? JSONParser.parse(openid.body) else { throw SMARTError(.discovery, "openid-configuration is not JSON") }
                 config.issuer = config.issuer ?? json["issuer"]?.stringValue
                 config.jwksURI = config.jwksURI ?? json["jwks_uri"]?.stringValue
                 try config.verifyEndpoints()
+            } else if !(400..<500).contains(openid.status) {
+                throw SMARTError(.discovery, "openid-configuration answered HTTP \(openid.status)")
             }
         }
         return config
     }
 
-    private func get(_ url: String) async throws(SMARTError) -> HTTPClientResponse {
+    private static func get(_ url: String, client: HTTPClient) async throws(SMARTError) -> HTTPClientResponse {
         do {
             return try await client.execute(HTTPClientRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
         } catch {

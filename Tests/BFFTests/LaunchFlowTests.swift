@@ -235,3 +235,30 @@ struct LaunchFlowTests {
         #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
     }
 }
+
+extension LaunchFlowTests {
+    @Test("an EHR whose smart-configuration fails (503) fails discovery, 502, without falling back to the CapabilityStatement; failures are answered from memory for 5 s, then discovery is tried again")
+    func discoveryServerError() async throws {
+        let failing = Counter(), asked = Counter()
+        let front = try RiggedEHRFront(path: "/fhir/.well-known/smart-configuration") { _ in
+            asked.increment()
+            return failing.current == 0 ? Array("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8) : []
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        let browser = Browser(client: h.client)
+        for _ in 0..<3 {
+            let login = try await browser.request(h.baseURL + "/login")
+            #expect(login.status == 502 && login.text.contains("HTTP 503"), "\(login.status) \(login.text)")
+        }
+        #expect(asked.current == 1, "one discovery for three sign-in attempts within 5 s")
+        let ready = try await browser.request(h.baseURL + "/readyz").text
+        #expect(ready.contains("smart-configuration answered HTTP 503"), "\(ready)")
+        failing.increment() // the front now closes without an answer for that path...
+        try await Task.sleep(for: .milliseconds(5200))
+        let retried = try await browser.request(h.baseURL + "/login")
+        #expect(retried.status == 502 && asked.current == 2, "tried again after 5 s: \(retried.status) \(asked.current)")
+    }
+}
