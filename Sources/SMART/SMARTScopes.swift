@@ -2,7 +2,16 @@
 /// (`patient/Observation.rs?category=…`), for checking a FHIR read before it is sent.
 /// The EHR still decides; this is defence in depth.
 public struct SMARTScopes: Sendable, Equatable {
-    public enum Interaction: Sendable { case read, search }
+    public enum Interaction: Sendable {
+        /// One resource by id: a read, a vread, or that resource's history.
+        case read
+        /// A search on the type; v2 restrictions must be met by the query.
+        case search
+        /// The type's history (`T/_history`): every version of every resource of the type.
+        /// It takes no search parameters (only `_count`, `_since`, `_at`, `_list`), so no
+        /// query meets a v2 restriction: it needs search permission with none.
+        case history
+    }
 
     struct Grant: Sendable, Equatable {
         let resourceType: String // "*" for all
@@ -59,14 +68,24 @@ public struct SMARTScopes: Sendable, Equatable {
         return true
     }
 
-    /// Whether `interaction` on `resourceType` is granted. For searches, v2 restrictions
-    /// must be met by the query (`category=code` or `category=system|code`).
+    /// Whether `interaction` on `resourceType` is granted; `resourceType` `"*"` (results of
+    /// any type) only by a wildcard grant. For searches, v2 restrictions must be met by the
+    /// query (`category=code` or `category=system|code`); type history needs a grant with
+    /// no restrictions (see `Interaction`).
+    ///
+    /// A read by id (read, vread, an instance's history) is allowed by a restricted grant:
+    /// the BFF cannot know a single resource's category before reading it, so there the
+    /// EHR enforces the restriction. A search can be checked because its query states the
+    /// category; type history cannot (the EHR ignores the query's category there), so a
+    /// restricted grant does not allow it.
     public func allows(_ resourceType: String, _ interaction: Interaction, query: [(name: String, value: String)] = []) -> Bool {
         grants.contains { grant in
             guard grant.resourceType == "*" || grant.resourceType == resourceType else { return false }
             switch interaction {
             case .read:
                 return grant.read
+            case .history:
+                return grant.search && grant.restrictions.isEmpty
             case .search:
                 guard grant.search else { return false }
                 return grant.restrictions.allSatisfy { name, required in

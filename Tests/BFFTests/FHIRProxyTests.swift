@@ -92,7 +92,9 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&category=vital-signs", launch: launch).status == 403)
         // Paths under a granted type whose results are other types, or any type.
         for path in ["Patient/pat-1/Condition", "Patient/pat-1/Observation?category=vital-signs", "Patient/pat-1/$everything",
-                     "Patient/$match", "_history", "$export"] {
+                     "Patient/$match", "_history", "$export",
+                     // History takes no search parameters: the EHR would send every Observation's versions.
+                     "Observation/_history?category=laboratory"] {
             let refused = try await browser.api(h.baseURL + "/fhir/" + path, launch: launch)
             #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(path): \(refused.status)")
         }

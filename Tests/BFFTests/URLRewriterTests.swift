@@ -88,7 +88,7 @@ struct FHIRPathTests {
         let cases: [(String, FHIRInteraction, FHIRInteraction.Access)] = [
             ("metadata", .capabilities, .open),
             ("Observation", .searchType(type: "Observation"), .resources(type: "Observation", interaction: .search)),
-            ("Observation/_history", .historyType(type: "Observation"), .resources(type: "Observation", interaction: .search)),
+            ("Observation/_history", .historyType(type: "Observation"), .resources(type: "Observation", interaction: .history)),
             ("Observation/1", .read(type: "Observation"), .resources(type: "Observation", interaction: .read)),
             ("Observation/a.b-c", .read(type: "Observation"), .resources(type: "Observation", interaction: .read)),
             ("Observation/1/_history", .historyInstance(type: "Observation"), .resources(type: "Observation", interaction: .read)),
@@ -103,13 +103,14 @@ struct FHIRPathTests {
         let anyType = FHIRInteraction.Access.resources(type: "*", interaction: .search)
         let wide: [(String, FHIRInteraction)] = [
             ("$export", .operation), ("Patient/$everything", .operation), ("Patient/1/$everything", .operation), ("Group/1/$export", .operation),
-            ("_history", .historySystem),
             ("metadata/x", .other), ("well-known", .other), ("Patient/1/Observation/2", .other), ("Patient/1/_history/2/x", .other),
             ("Patient/1/x", .other), ("Patient/a_b", .other), ("Patient/1/Observation/2/_history", .other),
         ]
         for (path, interaction) in wide {
             #expect(FHIRInteraction(path: path) == interaction && FHIRInteraction(path: path).access == anyType, "\(path)")
         }
+        #expect(FHIRInteraction(path: "_history") == .historySystem
+            && FHIRInteraction(path: "_history").access == .resources(type: "*", interaction: .history))
     }
 
     @Test("the audit export names each read's RESTful interaction by its path, whatever its query")

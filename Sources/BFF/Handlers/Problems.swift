@@ -26,6 +26,11 @@ enum Problems {
                   detail: "Requests authenticated by the session cookie must send the header X-CSRF: 1.")
     }
 
+    /// A `/fhir` read the launch's scopes do not allow; nothing went upstream.
+    static func outsideScopes(_ detail: String) -> HTTPError {
+        HTTPError(.forbidden, type: base + "scope", title: "Outside the granted scopes", detail: detail)
+    }
+
     static func databaseUnavailable() -> HTTPError {
         HTTPError(.serviceUnavailable, type: base + "database-unavailable", title: "Session store unavailable",
                   detail: "The session store cannot be reached right now; the session is kept, try again.")

@@ -70,8 +70,11 @@ enum FHIRInteraction: Equatable {
         switch self {
         case .capabilities: .open
         case let .read(type), let .vread(type), let .historyInstance(type): .resources(type: type, interaction: .read)
-        case let .historyType(type), let .searchType(type): .resources(type: type, interaction: .search)
-        case .historySystem, .operation, .other: .resources(type: "*", interaction: .search)
+        case let .searchType(type): .resources(type: type, interaction: .search)
+        // History takes no search parameters: a `?category=` in its query restricts nothing.
+        case let .historyType(type): .resources(type: type, interaction: .history)
+        case .historySystem: .resources(type: "*", interaction: .history)
+        case .operation, .other: .resources(type: "*", interaction: .search)
         }
     }
 

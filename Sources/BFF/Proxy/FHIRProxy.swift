@@ -64,10 +64,15 @@ struct FHIRProxy: Sendable {
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
         guard case let .resources(type, interaction) = FHIRInteraction(path: path).access else { return }
         guard scopes.allows(type, interaction, query: request.queryItems) else {
-            let what = type == "*" ? "this request: its results are not of one resource type, which needs a wildcard scope such as patient/*.rs"
-                : "\(interaction == .search ? "searching" : "reading") \(type)"
-            throw HTTPError(.forbidden, type: Problems.base + "scope", title: "Outside the granted scopes",
-                            detail: "The launch's scopes do not allow \(what).")
+            let what = switch (type, interaction) {
+            case ("*", .history): "the history of all resources, which needs a wildcard scope such as patient/*.rs with no restriction"
+            case ("*", _): "this request: its results are not of one resource type, which needs a wildcard scope such as patient/*.rs"
+            case (_, .history): "the history of all \(type) resources: history takes no search parameters, so it needs a search"
+                + " scope for \(type) with no restriction such as ?category="
+            case (_, .search): "searching \(type)"
+            case (_, .read): "reading \(type)"
+            }
+            throw Problems.outsideScopes("The launch's scopes do not allow \(what).")
         }
     }
 
