@@ -11,6 +11,10 @@ public struct SMARTScopes: Sendable, Equatable {
         /// It takes no search parameters (only `_count`, `_since`, `_at`, `_list`), so no
         /// query meets a v2 restriction: it needs search permission with none.
         case history
+        /// Resources a search brings in besides its matches (`_include`, `_revinclude`,
+        /// `_contained`): read or search permission with no restriction, as a restriction
+        /// filters the matches and not what they bring in.
+        case include
     }
 
     struct Grant: Sendable, Equatable {
@@ -70,14 +74,14 @@ public struct SMARTScopes: Sendable, Equatable {
 
     /// Whether `interaction` on `resourceType` is granted; `resourceType` `"*"` (results of
     /// any type) only by a wildcard grant. For searches, v2 restrictions must be met by the
-    /// query (`category=code` or `category=system|code`); type history needs a grant with
-    /// no restrictions (see `Interaction`).
+    /// query (`category=code` or `category=system|code`); type history and included
+    /// resources need a grant with no restrictions (see `Interaction`).
     ///
     /// A read by id (read, vread, an instance's history) is allowed by a restricted grant:
     /// the BFF cannot know a single resource's category before reading it, so there the
     /// EHR enforces the restriction. A search can be checked because its query states the
-    /// category; type history cannot (the EHR ignores the query's category there), so a
-    /// restricted grant does not allow it.
+    /// category; type history and included resources cannot (the query's category does
+    /// not filter them), so a restricted grant does not allow them.
     public func allows(_ resourceType: String, _ interaction: Interaction, query: [(name: String, value: String)] = []) -> Bool {
         grants.contains { grant in
             guard grant.resourceType == "*" || grant.resourceType == resourceType else { return false }
@@ -86,6 +90,8 @@ public struct SMARTScopes: Sendable, Equatable {
                 return grant.read
             case .history:
                 return grant.search && grant.restrictions.isEmpty
+            case .include:
+                return (grant.read || grant.search) && grant.restrictions.isEmpty
             case .search:
                 guard grant.search else { return false }
                 return grant.restrictions.allSatisfy { name, required in

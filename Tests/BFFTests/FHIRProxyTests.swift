@@ -105,6 +105,36 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
+    @Test("a search that includes resources of types the launch was not granted is 403 with no upstream call")
+    func includedTypes() async throws {
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app", standaloneScope: "launch/patient openid fhirUser patient/Patient.rs")]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        let revinclude = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&_revinclude=Observation:patient", launch: launch)
+        #expect(revinclude.status == 403 && revinclude.text.contains("/problems/scope"), "\(revinclude.status)")
+        #expect(revinclude.text.contains("do not allow including Observation (through _revinclude)"), "\(revinclude.text)")
+        let untargeted = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&_include=Patient:general-practitioner", launch: launch)
+        #expect(untargeted.status == 403 && untargeted.text.contains("/problems/scope"), "\(untargeted.status)")
+        #expect(untargeted.text.contains("name the target type"), "\(untargeted.text)")
+        for query in ["_revinclude:iterate=Observation:patient", "_include=Patient:link:Patient&_include:iterate=Patient:organization:Organization",
+                      "_contained=true"] {
+            let refused = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&" + query, launch: launch)
+            #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(query): \(refused.status)")
+        }
+        #expect(await h.sandbox.state.fhirRequests == 0)
+        #expect(await h.sandbox.state.recentFHIRRequests.isEmpty)
+        let search = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1", launch: launch)
+        #expect(search.status == 200)
+        #expect(try JSONParser.parse(search.body)["entry"]?.arrayValue?.first?["resource"]?["id"]?.stringValue == "pat-1")
+        // Including a granted type (Patient) goes through.
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&_include=Patient:link:Patient", launch: launch).status == 200)
+        #expect(await h.sandbox.state.fhirRequests == 2)
+    }
+
     @Test("a launch whose EHR left the issuers file (a restart with a new file; the sessions stayed) is 401 there, and the EHR is not contacted")
     func issuerNoLongerRegistered() async throws {
         var instance = 0 // instance 1 is the one restarted without the sandbox's registration

@@ -26,3 +26,106 @@ struct ScopeCheckTests {
         #expect(!SMARTScopes("patient/*.rs?category=laboratory").allows("*", .history, query: [("category", "laboratory")]))
     }
 }
+
+@Suite("scope checks: resources a query includes")
+struct IncludedResourceScopeTests {
+    typealias Query = [(name: String, value: String)]
+
+    static let patientOnly = SMARTScopes("launch/patient openid fhirUser patient/Patient.rs")
+
+    /// Whether a query on a launch with `scope` is let through by the inclusion check.
+    static func allowed(_ scope: String, _ query: Query) -> Bool {
+        FHIRInclusion.firstRefused(in: query, by: SMARTScopes(scope)) == nil
+    }
+
+    @Test("the type each parameter includes: Source for _revinclude, Target for _include, * when the query does not name it")
+    func types() {
+        let query: Query = [
+            ("_revinclude", "Observation:patient"), ("_revinclude", "Provenance:target:Patient"),
+            ("_include", "MedicationRequest:medication:Medication"), ("_include", "Observation:patient"),
+            ("_include:iterate", "Observation:has-member:Observation"), ("_revinclude:iterate", "Observation:derived-from"),
+            ("_include:recurse", "Patient:link:Patient"),
+            ("_include", "*"), ("_revinclude", "*"), ("_include", "Observation"), ("_include", "observation:patient:Patient"),
+            ("_include", "Observation:patient:Patient:x"), ("_include", "Observation::Patient"), ("_include", "Observation:patient:Patient,Group"),
+            ("_contained", "true"), ("_contained", "both"), ("_contained", "false"),
+            ("_INCLUDE", "Observation:patient:Patient"), ("patient", "Observation:patient:Patient"), ("_containedType", "contained"),
+        ]
+        let expected: [(String, FHIRInclusion.Kind)] = [
+            ("_revinclude", .named("Observation")), ("_revinclude", .named("Provenance")),
+            ("_include", .named("Medication")), ("_include", .untargeted),
+            ("_include:iterate", .named("Observation")), ("_revinclude:iterate", .named("Observation")),
+            ("_include:recurse", .named("Patient")),
+            ("_include", .unparsed), ("_revinclude", .unparsed), ("_include", .unparsed), ("_include", .unparsed),
+            ("_include", .unparsed), ("_include", .unparsed), ("_include", .unparsed),
+            ("_contained", .contained), ("_contained", .contained),
+            ("_INCLUDE", .named("Patient")),
+        ]
+        let found = FHIRInclusion.all(in: query)
+        #expect(found == expected.map { FHIRInclusion(parameter: $0.0, kind: $0.1) })
+        #expect(found.map(\.type) == expected.map { if case let .named(type) = $0.1 { type } else { "*" } })
+    }
+
+    @Test("_revinclude of a type the launch was not granted is refused; of a granted type it is allowed")
+    func revinclude() {
+        let scope = "launch/patient openid fhirUser patient/Patient.rs"
+        #expect(!IncludedResourceScopeTests.allowed(scope, [("_id", "pat-1"), ("_revinclude", "Observation:patient")]))
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.rs", [("_revinclude", "Observation:patient")]))
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.read", [("_revinclude", "Observation:subject:Patient")]))
+        // Read alone or search alone is enough; neither is not.
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.r", [("_revinclude", "Observation:patient")]))
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.s", [("_revinclude", "Observation:patient")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope + " patient/Observation.c", [("_revinclude", "Observation:patient")]))
+    }
+
+    @Test("_include with a target type needs that type; without one it needs a wildcard grant")
+    func include() {
+        let scope = "patient/MedicationRequest.rs"
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Medication.rs", [("_include", "MedicationRequest:medication:Medication")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope + " patient/Medication.rs", [("_include", "MedicationRequest:requester:Practitioner")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope + " patient/Medication.rs", [("_include", "MedicationRequest:medication")]))
+        #expect(IncludedResourceScopeTests.allowed("patient/*.rs", [("_include", "MedicationRequest:medication")]))
+        #expect(IncludedResourceScopeTests.allowed("user/*.read", [("_include", "*"), ("_revinclude", "*")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope + " patient/Medication.rs", [("_include", "*")]))
+    }
+
+    @Test("a modifier (:iterate, :recurse) changes nothing: the included type is judged the same")
+    func modifiers() {
+        let scope = "patient/Observation.rs"
+        #expect(!IncludedResourceScopeTests.allowed(scope, [("_include:iterate", "Observation:has-member:Observation"),
+                                                            ("_revinclude:iterate", "Provenance:target")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope, [("_include:iterate", "Observation:subject")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope, [("_include:recurse", "Observation:patient:Patient")]))
+        #expect(IncludedResourceScopeTests.allowed(scope, [("_include:iterate", "Observation:has-member:Observation")]))
+    }
+
+    @Test("_contained other than false needs a wildcard grant with no restriction")
+    func contained() {
+        #expect(!IncludedResourceScopeTests.allowed("patient/Observation.rs", [("_contained", "true")]))
+        #expect(!IncludedResourceScopeTests.allowed("patient/Observation.rs", [("_contained", "both")]))
+        #expect(IncludedResourceScopeTests.allowed("patient/Observation.rs", [("_contained", "false")]))
+        #expect(IncludedResourceScopeTests.allowed("patient/*.rs", [("_contained", "true")]))
+        #expect(!IncludedResourceScopeTests.allowed("patient/*.rs?category=laboratory", [("_contained", "true"), ("category", "laboratory")]))
+    }
+
+    @Test("a restricted grant for the included type does not count, even with its category in the query")
+    func restricted() {
+        let scope = "patient/Patient.rs " + ScopeCheckTests.laboratory
+        #expect(!IncludedResourceScopeTests.allowed(scope, [("_revinclude", "Observation:patient"), ("category", "laboratory")]))
+        #expect(!IncludedResourceScopeTests.allowed("patient/Patient.rs patient/*.rs?category=laboratory",
+                                                    [("_include", "Observation:patient"), ("category", "laboratory")]))
+        // An unrestricted grant beside the restricted one does.
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.r", [("_revinclude", "Observation:patient")]))
+    }
+
+    @Test("the refusal tells the front end what to do, and never echoes a value")
+    func refusals() throws {
+        let scopes = IncludedResourceScopeTests.patientOnly
+        let revinclude = try #require(FHIRInclusion.firstRefused(in: [("_revinclude", "Observation:patient")], by: scopes))
+        #expect(revinclude.refusal.hasPrefix("The launch's scopes do not allow including Observation (through _revinclude)"))
+        let untargeted = try #require(FHIRInclusion.firstRefused(in: [("_include", "Patient:general-practitioner")], by: scopes))
+        #expect(untargeted.refusal.contains("name the target type, as in _include=MedicationRequest:medication:Medication"))
+        #expect(!untargeted.refusal.contains("general-practitioner"))
+        let contained = try #require(FHIRInclusion.firstRefused(in: [("_contained", "true")], by: scopes))
+        #expect(contained.refusal.contains("wildcard scope such as patient/*.rs"))
+    }
+}

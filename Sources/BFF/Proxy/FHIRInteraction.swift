@@ -95,7 +95,7 @@ enum FHIRInteraction: Equatable {
     }
 
     /// A resource type's name: a capital letter, then letters and digits.
-    private static func isResourceType(_ segment: Substring.UTF8View) -> Bool {
+    static func isResourceType(_ segment: Substring.UTF8View) -> Bool {
         guard let first = segment.first, first >= UInt8(ascii: "A"), first <= UInt8(ascii: "Z") else { return false }
         return segment.allSatisfy(FHIRPath.isLetterOrDigit)
     }

@@ -61,9 +61,11 @@ struct FHIRProxy: Sendable {
         return url
     }
 
+    /// The path's resources, and those the query brings in besides (`FHIRInclusion`), must be
+    /// within the launch's scopes.
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
-        guard case let .resources(type, interaction) = FHIRInteraction(path: path).access else { return }
-        guard scopes.allows(type, interaction, query: request.queryItems) else {
+        let query = request.queryItems
+        if case let .resources(type, interaction) = FHIRInteraction(path: path).access, !scopes.allows(type, interaction, query: query) {
             let what = switch (type, interaction) {
             case ("*", .history): "the history of all resources, which needs a wildcard scope such as patient/*.rs with no restriction"
             case ("*", _): "this request: its results are not of one resource type, which needs a wildcard scope such as patient/*.rs"
@@ -71,9 +73,11 @@ struct FHIRProxy: Sendable {
                 + " scope for \(type) with no restriction such as ?category="
             case (_, .search): "searching \(type)"
             case (_, .read): "reading \(type)"
+            case (_, .include): "including \(type)"
             }
             throw Problems.outsideScopes("The launch's scopes do not allow \(what).")
         }
+        if let refused = FHIRInclusion.firstRefused(in: query, by: scopes) { throw Problems.outsideScopes(refused.refusal) }
     }
 
     /// The upstream's response head; a read that gets none (the EHR did not answer in time,
