@@ -152,6 +152,20 @@ struct LaunchFlowTests {
         #expect(try await browser.request(stripped.string!).status == 400) // state already used, and iss is required
     }
 
+    @Test("openid asked for (a nonce sent), but the token response narrows scope to leave it out and has no ID token: 401 id-token-rejected, no session")
+    func idTokenRequiredWhenAskedFor() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setTokenResponseExtras(["scope": "launch/patient fhirUser patient/*.rs offline_access", "id_token": nil])
+        let (page, launch) = try await h.standaloneLogin(browser)
+        #expect(page.status == 401 && launch == nil, "\(page.status) \(page.text)")
+        #expect((try? JSONParser.parse(page.body))?["type"]?.stringValue?.hasSuffix("/id-token-rejected") == true, "\(page.text)")
+        #expect(!page.setCookies.contains { $0.hasPrefix("bff_session=") }, "no session cookie on a failure: \(page.setCookies)")
+        #expect(browser.cookieValues["bff_session"] == nil)
+        #expect(try await browser.api(h.baseURL + "/session").status == 401)
+    }
+
     @Test("the EHR's error becomes 403 with its description")
     func ehrError() async throws {
         let h = try await BFFHarness.start()

@@ -66,8 +66,13 @@ struct CallbackHandler: Sendable {
 
     private func validateIdentity(_ tokens: TokenResponse, pending: PendingAuthorization, configuration: SMARTConfiguration,
                                   registration: IssuerRegistration) async throws -> IDTokenClaims? {
+        // A nonce went out exactly when `openid` was asked for: then an ID token is required,
+        // whatever the EHR's `scope` says. Were the granted scope to decide, a response that
+        // leaves out `openid` and the token would start a session with no identity checked
+        // and the nonce never compared. A token sent unasked is validated all the same.
         let scope = tokens.scope ?? (pending.launch == nil ? registration.standaloneScope : registration.scope)
-        guard AuthorizationRequest.hasScope(scope, "openid") || tokens.idToken != nil else { return nil }
+        let required = pending.nonce != nil || AuthorizationRequest.hasScope(scope, "openid")
+        guard required || tokens.idToken != nil else { return nil }
         guard let idToken = tokens.idToken else {
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR returned no ID token.")
         }
