@@ -6,7 +6,7 @@ import JSON
 public struct TokenResponse: Sendable {
     public var accessToken: String
     public var tokenType: String
-    /// Seconds the access token lives, when the EHR said.
+    /// Seconds the access token lives, when the EHR said: 1 to `maxExpiresIn`.
     public var expiresIn: Int?
     public var scope: String?
     public var refreshToken: String?
@@ -34,13 +34,7 @@ public struct TokenResponse: Sendable {
         guard let type = json["token_type"]?.stringValue, type.lowercased() == "bearer" else {
             throw SMARTError(.tokenEndpoint, "token response token_type is not Bearer")
         }
-        var expiresIn: Int?
-        if let e = json["expires_in"] {
-            // Some servers send a string; accept digits only.
-            if let n = e.intValue { expiresIn = n } else if let s = e.stringValue, let n = Int(s) { expiresIn = n } else {
-                throw SMARTError(.tokenEndpoint, "token response expires_in is not a number")
-            }
-        }
+        let expiresIn = try json["expires_in"].map(seconds)
         return TokenResponse(
             accessToken: access, tokenType: "Bearer", expiresIn: expiresIn, scope: json["scope"]?.stringValue,
             refreshToken: json["refresh_token"]?.stringValue, idToken: json["id_token"]?.stringValue,
@@ -48,6 +42,34 @@ public struct TokenResponse: Sendable {
             needPatientBanner: json["need_patient_banner"]?.boolValue, smartStyleURL: json["smart_style_url"]?.stringValue,
             intent: json["intent"]?.stringValue, tenant: json["tenant"]?.stringValue,
             fhirContext: json["fhirContext"], raw: json)
+    }
+
+    /// The longest `expires_in` taken at its word: one year. A session lives far shorter
+    /// (`BFF_SESSION_TTL`, at most 30 days), so a token said to live longer is simply held
+    /// valid for a year. Unbounded, its expiry could be a date PostgreSQL cannot store
+    /// (`to_timestamp` fails from about 9.2e12 seconds on): the sign-in would fail after
+    /// its code was used up, and a refresh would roll back with its rotated refresh token.
+    public static let maxExpiresIn = 31_536_000
+
+    /// `expires_in`: a whole number of seconds, at least 1, as a JSON number or (as some
+    /// servers send it) a string of digits; more than `maxExpiresIn` counts as that. Zero
+    /// or less would have every read refresh, so it is as malformed as a non-number.
+    private static func seconds(_ value: JSONValue) throws(SMARTError) -> Int {
+        let seconds: Double
+        switch value {
+        case let .number(n) where n.rounded() == n: seconds = n
+        // Digits beyond Int's range are still a number of seconds, only a large one.
+        case let .string(s) where isWholeNumber(s): seconds = Double(s) ?? .infinity
+        default: throw SMARTError(.tokenEndpoint, "token response expires_in is not a number")
+        }
+        guard seconds >= 1 else { throw SMARTError(.tokenEndpoint, "token response expires_in is not a positive number") }
+        return seconds >= Double(maxExpiresIn) ? maxExpiresIn : Int(seconds)
+    }
+
+    /// ASCII digits with an optional sign, as `Int(_:)` reads them, but of any length.
+    private static func isWholeNumber(_ s: String) -> Bool {
+        let digits = s.utf8.first == UInt8(ascii: "+") || s.utf8.first == UInt8(ascii: "-") ? s.utf8.dropFirst() : s.utf8[...]
+        return !digits.isEmpty && digits.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     /// Whether any string of `value`, member names included, holds U+0000.

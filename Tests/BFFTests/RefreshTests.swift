@@ -12,9 +12,10 @@ struct RefreshTests {
         let h = try await BFFHarness.start(instances: 2)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        await h.sandbox.state.setAccessTokenLifetime(0) // expired as it comes: the first read refreshes
+        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by the first read
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.setAccessTokenLifetime(3600)
+        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
         await h.sandbox.state.resetCounters()
         let cookie = try #require(browser.cookieValues["bff_session"])
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -107,11 +108,12 @@ struct RefreshTests {
     func logoutDuringRefresh() async throws {
         let h = try await BFFHarness.start() // a pool of 4: one refresh holds a connection at a time
         defer { Task { await h.stop() } }
-        await h.sandbox.state.setAccessTokenLifetime(0) // expired as they come: every first read refreshes
+        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by every first read
         let (busy, leaving) = (Browser(client: h.client), Browser(client: h.client))
         let (_, busyLaunch) = try await h.standaloneLogin(busy)
         let (_, leavingLaunch) = try await h.standaloneLogin(leaving)
         await h.sandbox.state.setAccessTokenLifetime(3600)
+        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
         await h.sandbox.state.resetCounters()
         await h.sandbox.state.setTokenDelay(.seconds(3))
         let busyRead = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
@@ -139,12 +141,30 @@ struct RefreshTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
+    @Test("a refresh answered with expires_in 0 is a malformed token response: 503 refresh-unavailable, the session kept")
+    func nonPositiveExpiresIn() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setRotateRefreshTokens(false) // the refused answer costs no refresh token
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setTokenResponseExtras(["expires_in": 0])
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(page.status == 503, "\(page.status) \(page.text)")
+        #expect((try? JSONParser.parse(page.body))?["type"]?.stringValue?.hasSuffix("/refresh-unavailable") == true, "\(page.text)")
+        #expect(page.text.contains("expires_in is not a positive number"), "\(page.text)")
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
+        await h.sandbox.state.setTokenResponseExtras([:])
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+
     @Test("an EHR whose token endpoint hangs holds one refresh's connection, not the pool: other requests answer at once, and the refreshes answer 503 by their deadline, the sessions kept")
     func hangingTokenEndpoint() async throws {
         let deadline = Duration.seconds(10)
         let h = try await BFFHarness.start(refreshDeadline: deadline) // a pool of 4: one refresh holds a connection at a time
         defer { Task { await h.stop() } }
-        await h.sandbox.state.setAccessTokenLifetime(0) // expired as they come: every first read refreshes
+        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by every first read
         var logins: [(Browser, String?)] = []
         for _ in 0..<4 {
             let browser = Browser(client: h.client)
@@ -152,6 +172,7 @@ struct RefreshTests {
         }
         let expiring = logins
         await h.sandbox.state.setAccessTokenLifetime(3600)
+        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
         let healthy = Browser(client: h.client)
         let (_, healthyLaunch) = try await h.standaloneLogin(healthy)
         await h.sandbox.state.resetCounters()
@@ -192,9 +213,10 @@ struct RefreshTests {
         let h = try await BFFHarness.start(instances: 2)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        await h.sandbox.state.setAccessTokenLifetime(0) // expired as it comes: the first read refreshes
+        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by the first read
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.setAccessTokenLifetime(3600)
+        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
         // A DBA's limits, far shorter than the EHR's answer; the pools' connections are cut,
         // so that the ones they open next have them.
         try await PostgresStoreAdmin.setting(h.database.url, "statement_timeout", to: "250ms")
