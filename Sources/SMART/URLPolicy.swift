@@ -12,9 +12,21 @@ public enum URLPolicy {
         return scheme == "http" && isLoopback(host)
     }
 
+    /// `localhost`, `::1` (bracketed or not), or an IPv4 literal in 127.0.0.0/8: four
+    /// decimal octets 0–255, the first 127. A name that only starts like one
+    /// (`127.0.0.1.nip.io`, `127.attacker.example`) is not: DNS decides where it goes.
+    /// Leading zeros are refused too, as some resolvers read them as octal and others
+    /// then look the text up as a name.
     public static func isLoopback(_ host: String) -> Bool {
         let h = host.lowercased()
-        return h == "localhost" || h == "127.0.0.1" || h == "::1" || h == "[::1]" || h.hasPrefix("127.")
+        if h == "localhost" || h == "::1" || h == "[::1]" { return true }
+        let octets = h.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard octets.count == 4, octets[0].elementsEqual("127".utf8) else { return false }
+        return octets.allSatisfy { octet in
+            guard (1...3).contains(octet.count), octet.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                  octet.count == 1 || octet.first != UInt8(ascii: "0") else { return false }
+            return octet.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) } <= 255
+        }
     }
 
     /// `url` with `items` appended to its query (percent-encoded).

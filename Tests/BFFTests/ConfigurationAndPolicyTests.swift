@@ -107,6 +107,17 @@ struct ConfigurationAndPolicyTests {
         for (entry, problem) in refused { #expect(problems(entry) == ["BFF_ISSUERS_FILE: " + problem], "\(entry)") }
     }
 
+    @Test("loopback hosts: localhost, ::1, and IPv4 literals in 127.0.0.0/8; never a name that only starts like one", arguments: [
+        ("127.0.0.1", true), ("127.1.2.3", true), ("127.255.255.255", true), ("localhost", true), ("LocalHost", true), ("::1", true),
+        ("[::1]", true), ("127.attacker.example", false), ("127.0.0.1.nip.io", false), ("127.0.0.256", false), ("127.0.0.01", false),
+        ("127.0.0", false), ("127.0.0.1.", false), ("127..0.1", false), ("128.0.0.1", false), ("0177.0.0.1", false), ("127.0.0.-1", false),
+        ("127.0.0.1a", false), ("", false), ("localhost.attacker.example", false), ("::2", false),
+    ])
+    func loopback(host: String, loopback: Bool) {
+        #expect(URLPolicy.isLoopback(host) == loopback)
+        #expect(URLPolicy.isUsableEndpoint("http://\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):8080/fhir") == loopback)
+    }
+
     @Test("the session cookie: HttpOnly, SameSite, Path=/, no Domain; Secure and __Host- over https; None adds Partitioned")
     func cookie() {
         let plain = SessionCookie(secure: false, sameSiteNone: false).set("abc")
