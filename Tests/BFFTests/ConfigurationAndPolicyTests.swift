@@ -107,6 +107,25 @@ struct ConfigurationAndPolicyTests {
         for (entry, problem) in refused { #expect(problems(entry) == ["BFF_ISSUERS_FILE: " + problem], "\(entry)") }
     }
 
+    @Test("BFF_ISSUERS_FILE: an iss in cleartext http is refused at start, by entry, unless its host is loopback")
+    func cleartextIssuers() {
+        func problems(_ issuers: [String]) -> [String] {
+            let env = ["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/issuers",
+                       "BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString()]
+            let file = "[" + issuers.map { #"{"iss":"\#($0)","client_id":"app"}"# }.joined(separator: ",") + "]"
+            do { _ = try BFFConfiguration.fromEnvironment(env, readFile: { _ in Array(file.utf8) }); return [] } catch { return error.problems }
+        }
+        for iss in ["https://ehr.example.org/fhir", "http://127.0.0.1:9090/fhir", "http://127.1.2.3/fhir", "http://localhost:8080/fhir",
+                    "http://[::1]:8080/fhir"] {
+            #expect(problems([iss]) == [], "\(iss)")
+        }
+        for iss in ["http://ehr.example.org/fhir", "http://127.attacker.example/fhir", "http://127.0.0.1.nip.io/fhir", "http://127.0.0.256/fhir"] {
+            let expected = "BFF_ISSUERS_FILE: entry 1: \"iss\" \(iss) is cleartext http to a host that is not loopback; use https (http only for localhost, 127.0.0.0/8 or ::1)"
+            #expect(problems(["https://ehr.example.org/fhir", iss]) == [expected])
+        }
+        #expect(problems(["https://ehr.example.org/fhir#x"]) == [#"BFF_ISSUERS_FILE: entry 0: "iss" must not carry a fragment"#])
+    }
+
     @Test("loopback hosts: localhost, ::1, and IPv4 literals in 127.0.0.0/8; never a name that only starts like one", arguments: [
         ("127.0.0.1", true), ("127.1.2.3", true), ("127.255.255.255", true), ("localhost", true), ("LocalHost", true), ("::1", true),
         ("[::1]", true), ("127.attacker.example", false), ("127.0.0.1.nip.io", false), ("127.0.0.256", false), ("127.0.0.01", false),

@@ -15,10 +15,14 @@ enum IssuersFile {
         for (index, item) in items.enumerated() {
             let at = "entry \(index)"
             guard item.objectValue != nil else { throw Problem(message: "\(at): expected an object") }
-            guard let iss = item["iss"]?.stringValue, let origin = BFFConfiguration.origin(of: iss) else {
+            guard let iss = item["iss"]?.stringValue, BFFConfiguration.origin(of: iss) != nil else {
                 throw Problem(message: "\(at): \"iss\" must be an absolute http(s) URL")
             }
-            _ = origin
+            guard URLComponents(string: iss)?.fragment == nil else { throw Problem(message: "\(at): \"iss\" must not carry a fragment") }
+            // Discovery, the JWKS and bearer tokens go to this URL: never in cleartext off this machine.
+            guard URLPolicy.isUsableEndpoint(iss) else {
+                throw Problem(message: "\(at): \"iss\" \(iss) is cleartext http to a host that is not loopback; use https (http only for localhost, 127.0.0.0/8 or ::1)")
+            }
             guard let clientID = item["client_id"]?.stringValue, !clientID.isEmpty else {
                 throw Problem(message: "\(at): \"client_id\" is required")
             }
