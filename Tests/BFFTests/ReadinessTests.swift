@@ -32,20 +32,22 @@ struct ReadinessTests {
 
     @Test("concurrent callers share one computation, and its result for its lifetime; then it is computed again")
     func sharedResult() async throws {
-        let recent = RecentResult<Int>(lifetime: .milliseconds(500))
         let computed = Counter()
         let compute: @Sendable () async -> Int = {
             computed.increment()
             try? await Task.sleep(for: .milliseconds(100))
             return computed.current
         }
+        let recent = RecentResult<Int>(lifetime: .seconds(3600))
         let values = await withTaskGroup(of: Int.self) { group in
             for _ in 0..<50 { group.addTask { await recent.value(compute) } }
             return await group.reduce(into: []) { $0.append($1) }
         }
         #expect(computed.current == 1 && Set(values) == [1], "\(computed.current) computations")
-        #expect(await recent.value(compute) == 1)
-        try await Task.sleep(for: .milliseconds(600))
-        #expect(await recent.value(compute) == 2)
+        #expect(await recent.value(compute) == 1, "reused within its lifetime")
+        let brief = RecentResult<Int>(lifetime: .milliseconds(1))
+        #expect(await brief.value(compute) == 2)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(await brief.value(compute) == 3, "computed again once its lifetime has passed")
     }
 }
