@@ -383,3 +383,31 @@ struct FHIRProxyTests {
         #expect(marked?["url"]?.stringValue == AuditEventExport.textEscapedExtension && marked?["valueBoolean"]?.boolValue == true)
     }
 }
+
+extension FHIRProxyTests {
+    /// A query the scope check and the EHR would read differently: a `#` ends what the HTTP
+    /// client sends (the rest is a fragment), and a pair that does not percent-decode to
+    /// UTF-8 is skipped by the check.
+    @Test("a query holding # or percent-encoding that is not UTF-8 is refused, 400 with no upstream call: the scope check, the EHR and the audit trail read one query",
+          arguments: ["/fhir/Observation?patient=pat-1#&category=laboratory", "/fhir/Observation?patient=pat-1&category=laboratory&category=%FF"])
+    func queryReadTwoWays(_ target: String) async throws {
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app",
+                                standaloneScope: "launch/patient openid fhirUser patient/Observation.rs?category=laboratory offline_access")]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let cookie = browser.cookieValues.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+        await h.sandbox.state.resetCounters()
+        let port = h.bff.port
+        let response = try await runBlocking {
+            let c = try RawHTTPClient(port: port)
+            defer { c.close() }
+            c.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nCookie: \(cookie)\r\nX-CSRF: 1\r\nX-BFF-Launch: \(launch)\r\n\r\n")
+            return c.readResponse()
+        }
+        #expect(response?.status == 400, "\(response?.status ?? 0) \(String(decoding: response?.body ?? [], as: UTF8.self))")
+        #expect(await h.sandbox.state.fhirRequests == 0)
+    }
+}

@@ -1,3 +1,5 @@
+import HTTPCore
+
 /// Checks a `/fhir/{path}?{query}` request before anything goes upstream. It refuses
 /// rather than normalises: `..`, encoded slashes, dots or backslashes, `//`, `@`, NUL and
 /// other control bytes, absolute URLs and over-long queries are 400.
@@ -26,6 +28,11 @@ enum FHIRPath {
         if let query {
             guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return "The query holds control or non-ASCII bytes." }
             guard !containsEncoded(query, ["%00", "%0a", "%0d"]) else { return "The query holds encoded control bytes." }
+            // What the scope check reads must be what the EHR gets: a `#` would end the query
+            // sent upstream (the rest a fragment, dropped) while the check and the audit trail
+            // read on; a pair that does not decode would be skipped by the check alone.
+            guard !query.utf8.contains(UInt8(ascii: "#")) else { return "The query holds a #." }
+            guard query.split(separator: "&").allSatisfy(decodes) else { return "The query holds percent-encoding that is not UTF-8." }
         }
         return nil
     }
@@ -47,6 +54,11 @@ enum FHIRPath {
     /// ASCII letters and digits.
     static func isLetterOrDigit(_ b: UInt8) -> Bool {
         (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A)
+    }
+
+    /// Whether a query's `name=value` pair percent-decodes to UTF-8, as `Request.queryItems` reads it.
+    private static func decodes(_ pair: Substring) -> Bool {
+        pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).allSatisfy { PercentEncoding.decodeFormComponent($0) != nil }
     }
 
     static func containsEncoded(_ s: String, _ needles: [String]) -> Bool {
