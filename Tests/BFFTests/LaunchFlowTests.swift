@@ -295,3 +295,21 @@ extension LaunchFlowTests {
         #expect(retried.status == 502 && asked.current == 2, "tried again after 5 s: \(retried.status) \(asked.current)")
     }
 }
+
+extension LaunchFlowTests {
+    @Test("logout of a session that expired while its tab sat idle still deletes it and revokes its tokens at the EHR",
+          arguments: [false, true])
+    func logoutAfterExpiry(namingLaunch: Bool) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser, patient: "pat-1")
+        try await h.database.pool.query("UPDATE sessions SET expires_at = now() - interval '1 minute'")
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
+        await h.sandbox.state.resetCounters()
+        let out = try await browser.api("POST", h.baseURL + "/logout", launch: namingLaunch ? launch : nil)
+        #expect(out.status == 204 && out.setCookies.first?.contains("Max-Age=0") == true, "\(out.status) \(out.setCookies)")
+        #expect(await h.sandbox.state.revocations == 2, "the refresh and the access token")
+        #expect(try await h.database.pool.query("SELECT count(*) FROM launches")[0].int(0) == 0)
+    }
+}

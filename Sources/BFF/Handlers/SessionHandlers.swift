@@ -38,6 +38,7 @@ struct SessionHandlers: Sendable {
             // the session's cookie stays, which the browser's other tabs use.
             var launchGone = false
             if request.headers["X-BFF-Launch"] != nil { launchGone = await resolver.hasSession(request) }
+            if !launchGone { await endExpiredSession(of: request) }
             if !launchGone && services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
             return response
         }
@@ -56,6 +57,16 @@ struct SessionHandlers: Sendable {
         services.proxyCache.invalidate(sessionHash: resolved.session.idHash)
         await services.revokeTokens(of: ended)
         return response
+    }
+
+    /// A session past its expiry keeps its rows, and its tokens stay valid at the EHR, until
+    /// the sweeper deletes them: a logout with its identifier (the user coming back to an
+    /// idle tab) deletes it now and revokes its tokens, as a logout promises.
+    private func endExpiredSession(of request: Request) async {
+        guard let sessionID = resolver.sessionID(of: request),
+              let ended = try? await services.store.deleteSession(id: sessionID), !ended.isEmpty else { return }
+        services.proxyCache.invalidate(sessionHash: Identifier.hash(sessionID))
+        await services.revokeTokens(of: ended)
     }
 
     /// `POST /session/handoff`: trades a one-time code and its PKCE-style verifier for a

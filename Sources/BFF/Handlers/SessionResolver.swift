@@ -35,6 +35,12 @@ struct SessionResolver: Sendable {
         return (try? await services.store.findSession(id: sessionID, now: services.now())) != nil
     }
 
+    /// The request's session identifier (bearer session token, or cookie with `X-CSRF: 1`),
+    /// live or not.
+    func sessionID(of request: Request) -> String? {
+        try? credential(request)
+    }
+
     /// The FHIR proxy's resolution: session, launch and access token, from the proxy cache
     /// or else in one query (which also extends the session when due).
     func resolveForProxy(_ request: Request) async throws -> ProxySessionCache.Entry {
