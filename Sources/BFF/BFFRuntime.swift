@@ -36,6 +36,8 @@ public final class BFFRuntime: Sendable {
         /// When the PHI audit writer commits, and how much may wait before reads are refused.
         public var audit = AuditWriter.Timing()
         public var now: @Sendable () -> Date = { Date() }
+        /// How often expired rows are deleted (and expired sessions' tokens revoked).
+        public var sweepInterval: Duration = .seconds(60)
         public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
         public init() {}
     }
@@ -83,7 +85,10 @@ public final class BFFRuntime: Sendable {
             "db.pool_size": .stringConvertible(options.poolSize),
             "proxy.cache_seconds": .stringConvertible(configuration.proxyCacheSeconds),
         ])
-        let sweeper = Sweeper(store: store, auditRetentionDays: configuration.auditRetentionDays, now: services.now,
+        let sweeper = Sweeper(store: store, interval: options.sweepInterval, auditRetentionDays: configuration.auditRetentionDays,
+                              now: services.now,
+                              // A session that ended by expiry keeps no token valid at the EHR either.
+                              onEnded: { ended in await services.revokeTokens(of: ended, width: 8) },
                               onSweep: { removed in
                                   if removed > 0 { logger.debug("swept expired rows", metadata: ["db.rows": .stringConvertible(removed)]) }
                               },

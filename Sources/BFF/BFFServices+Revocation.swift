@@ -8,6 +8,16 @@ extension BFFServices {
         for (launch, tokens) in ended { await revoke(tokens, iss: launch.iss) }
     }
 
+    /// The same for many launches (the sweeper's expired sessions), `width` at a time.
+    func revokeTokens(of ended: [(LaunchRecord, TokenSet)], width: Int) async {
+        await withTaskGroup(of: Void.self) { group in
+            for (index, (launch, tokens)) in ended.enumerated() {
+                if index >= width { await group.next() }
+                group.addTask { await self.revoke(tokens, iss: launch.iss) }
+            }
+        }
+    }
+
     private func revoke(_ tokens: TokenSet, iss: String) async {
         guard let registration = registration(for: iss),
               let configuration = try? await metadata.configuration(for: iss),

@@ -277,11 +277,25 @@ public final class PostgresSessionStore: SessionStore {
         }
     }
 
+    public func endExpiredSessions(now: Date, limit: Int) async throws -> [(LaunchRecord, TokenSet)] {
+        try await pool.withTransaction { c in
+            let expired = try await c.query("""
+                SELECT id_hash FROM sessions s WHERE expires_at <= to_timestamp(\(now))
+                  AND EXISTS (SELECT 1 FROM launches l WHERE l.session_hash = s.id_hash)
+                ORDER BY expires_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                """)
+            var ended: [(LaunchRecord, TokenSet)] = []
+            for row in expired { ended += try await self.deleteSession(hash: try row.string(0), on: c) }
+            return ended
+        }
+    }
+
     public func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int {
         let rows = try await pool.query("""
             WITH p AS (DELETE FROM pending_authorizations WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  h AS (DELETE FROM handoff_codes WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
-                 s AS (DELETE FROM sessions WHERE expires_at <= to_timestamp(\(now)) RETURNING 1)
+                 s AS (DELETE FROM sessions s WHERE expires_at <= to_timestamp(\(now))
+                         AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.session_hash = s.id_hash) RETURNING 1)
             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s)
             """)
         let expired = try rows.first?.int(0) ?? 0

@@ -86,7 +86,12 @@ public protocol SessionStore: Sendable {
     /// Calls `body` with the audit entries at or after `since`, oldest first (by time, then
     /// in the order written), at most `pageSize` at a time: the trail is never read whole.
     func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws
-    /// Deletes expired pending authorizations, hand-off codes and sessions, and audit entries
-    /// older than the retention; returns how many rows went.
+    /// Deletes up to `limit` sessions that expired by `now` and held launches, oldest first;
+    /// returns each launch with its tokens, which the caller revokes at the EHR. Concurrent
+    /// callers (several instances) take different sessions.
+    func endExpiredSessions(now: Date, limit: Int) async throws -> [(LaunchRecord, TokenSet)]
+    /// Deletes expired pending authorizations, hand-off codes and sessions without launches
+    /// (those with launches go through `endExpiredSessions`, so their tokens are revoked),
+    /// and audit entries older than the retention; returns how many rows went.
     func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int
 }

@@ -313,3 +313,26 @@ extension LaunchFlowTests {
         #expect(try await h.database.pool.query("SELECT count(*) FROM launches")[0].int(0) == 0)
     }
 }
+
+extension LaunchFlowTests {
+    @Test("a session that expires unused is swept with its tokens revoked at the EHR; a live session beside it stays")
+    func expiredSessionSwept() async throws {
+        let h = try await BFFHarness.start(sweepInterval: .milliseconds(200))
+        defer { Task { await h.stop() } }
+        let idle = Browser(client: h.client), busy = Browser(client: h.client)
+        let (_, idleLaunch) = try await h.standaloneLogin(idle, patient: "pat-1")
+        let (_, busyLaunch) = try await h.standaloneLogin(busy, patient: "pat-2")
+        let idleHash = try #require(try await h.database.pool.query("SELECT session_hash FROM launches WHERE patient = 'pat-1'").first?.string(0))
+        await h.sandbox.state.resetCounters()
+        try await h.database.pool.query("UPDATE sessions SET expires_at = now() - interval '1 minute' WHERE id_hash = \(idleHash)")
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit for a loaded machine
+        while try await h.database.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(idleHash)").count > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        while await h.sandbox.state.revocations < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await h.database.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(idleHash)").isEmpty)
+        #expect(await h.sandbox.state.revocations == 2, "the idle session's refresh and access token")
+        #expect(try await idle.api(h.baseURL + "/session", launch: idleLaunch).status == 401)
+        #expect(try await busy.api(h.baseURL + "/session", launch: busyLaunch).status == 200)
+    }
+}

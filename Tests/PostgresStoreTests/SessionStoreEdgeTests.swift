@@ -123,3 +123,23 @@ struct SessionStoreEdgeTests {
         #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(later))").count == 1)
     }
 }
+
+extension SessionStoreEdgeTests {
+    @Test("an expired session with a launch is left to endExpiredSessions, which returns its tokens; sessions without launches are swept")
+    func expiredSessionsEnded() async throws {
+        let db = try await TestDatabase.make()
+        let launch = LaunchRecord(idHash: "launch-1", iss: "https://ehr.example/fhir", sub: "u", fhirUser: nil, scope: "openid",
+                                  patient: "p", contextJSON: "{}", createdAt: now.addingTimeInterval(-200))
+        let tokens = TokenSet(accessToken: "a", refreshToken: "r", idToken: nil, accessTokenExpiresAt: nil, responseJSON: "{}")
+        let expired = try await db.store.startSession(with: launch, tokens: tokens, replacing: nil, ttl: 1,
+                                                      now: now.addingTimeInterval(-200)).sessionID
+        let empty = try await db.store.createSession(ttl: 1, now: now.addingTimeInterval(-200))
+        #expect(try await db.store.sweepExpired(now: now, auditRetentionDays: 30) == 1, "only the session without a launch")
+        #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(expired))").count == 1)
+        #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(empty))").isEmpty)
+        let ended = try await db.store.endExpiredSessions(now: now, limit: 10)
+        #expect(ended.map(\.0.idHash) == ["launch-1"] && ended.first?.1.refreshToken == "r")
+        #expect(try await db.store.endExpiredSessions(now: now, limit: 10).isEmpty)
+        #expect(try await db.pool.query("SELECT count(*) FROM launches")[0].int(0) == 0)
+    }
+}
