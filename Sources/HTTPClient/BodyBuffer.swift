@@ -98,6 +98,16 @@ final class BodyBuffer: Sendable {
         waiter?.resume(returning: end.map { nil })
     }
 
+    /// Loop thread: drops the pieces the consumer has not taken (its transfer is about to
+    /// fail: they could never make a whole body).
+    func dropBuffered() {
+        let dropped = state.withLock { s in
+            defer { s.chunks = Pieces(); s.buffered = 0 }
+            return s.chunks
+        }
+        _ = dropped // freed here, outside the lock
+    }
+
     private typealias Piece = Result<[UInt8]?, HTTPClientError>
 
     /// Consumer: the next piece, nil at the end, or the failure, if one is ready now; nil

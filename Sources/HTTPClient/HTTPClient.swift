@@ -39,8 +39,17 @@ public final class HTTPClient: Sendable {
         public var connectTimeout: Duration = .seconds(5)
         /// Time allowed without receiving anything from the upstream, for the response head
         /// and between pieces of the body. Time a streaming consumer spends behind (with
-        /// reading paused) does not count. Default 30 s.
+        /// reading paused) does not count: `stallTimeout` bounds that. Default 30 s.
         public var readTimeout: Duration = .seconds(30)
+        /// Time a streaming consumer may stay behind. Once 1 MiB of body waits for it,
+        /// reading from the upstream pauses (see `HTTPBodyStream`); unless the consumer
+        /// takes most of that (¾ MiB) within this time, the transfer fails with a timeout
+        /// (`isTimeout`: what was still buffered is dropped, and its next read throws) and
+        /// the connection closes. A paused transfer holds one of the host's
+        /// `maxConnectionsPerHost`: without this bound, one reader that barely reads could
+        /// hold them all for hours. Default 120 s, four times the default read timeout (a
+        /// consumer slower than about 6 KB/s for that long is cut off).
+        public var stallTimeout: Duration = .seconds(120)
         /// Connections at most per upstream host; further requests wait for one. Each event
         /// loop the client runs on keeps its own connections: a server's I/O threads share
         /// this number evenly (at least one each), and the client's own thread (callers

@@ -115,6 +115,37 @@ struct HTTPClientStreamingTests {
         #expect(received == size)
     }
 
+    /// A consumer that stops reading (as a browser that reads a few bytes now and then
+    /// makes the proxy do) keeps its connection only until the stall timeout: then its body
+    /// fails as a timeout and the connection closes, so the host's only connection
+    /// (`maxConnectionsPerHost` 1) is free for the next request, which waits for it.
+    @Test func aConsumerThatStaysBehindGivesUpItsConnectionAtTheStallTimeout() async throws {
+        let server = try ScriptedServer { connection in
+            guard let request = connection.readRequest() else { return }
+            guard request.target == "/big" else { return _ = connection.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(32 << 20)\r\n\r\n")
+            let block = [UInt8](repeating: 0x61, count: 64 << 10)
+            for _ in 0..<512 { guard connection.write(block) else { return } } // blocks once the client pauses
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 1
+        configuration.stallTimeout = .seconds(1)
+        configuration.readTimeout = .seconds(5) // the big body keeps coming until its reading pauses
+        // A request waits for a connection for the connect and read timeouts together: 25 s,
+        // well past the stall timeout, so only a paused transfer that is never ended fails it.
+        configuration.connectTimeout = .seconds(20)
+        let client = HTTPClient(configuration: configuration)
+        let big = try await client.stream(HTTPClientRequest(url: server.baseURL + "/big"))
+        #expect(big.status == 200)
+        // Its body is not read: 1 MiB fills the buffer, reading pauses, the stall timeout runs.
+        let small = try await client.execute(HTTPClientRequest(url: server.baseURL + "/small"))
+        #expect(small.body == Array("ok".utf8))
+        #expect(server.connectionCount == 2)
+        var iterator = big.body.makeAsyncIterator()
+        let error = await #expect(throws: HTTPClientError.self) { _ = try await iterator.next() }
+        #expect(error?.isTimeout == true, "\(String(reflecting: error))")
+    }
+
     @Test func droppingTheBodyClosesTheUpstreamTransfer() async throws {
         let peerClosed = Gate()
         let server = try ScriptedServer { connection in

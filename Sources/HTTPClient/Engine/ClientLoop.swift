@@ -37,6 +37,7 @@ final class ClientLoop: @unchecked Sendable {
     private let maxConnectionsPerHost: Int
     let connectTimeout: Double
     let readTimeout: Double
+    let stallTimeout: Double
     private let maxBodyBytes: Int
     /// Where connections read into; loop thread only.
     let scratch: UnsafeMutableRawBufferPointer
@@ -56,6 +57,7 @@ final class ClientLoop: @unchecked Sendable {
         self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
         connectTimeout = Double(configuration.connectTimeout.nanoseconds) / 1e9
         readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9
+        stallTimeout = Double(configuration.stallTimeout.nanoseconds) / 1e9
         maxBodyBytes = configuration.maxResponseBodyBytes
         scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
         timer = loop.makeTimer { [unowned self] in sweep() }
@@ -249,18 +251,25 @@ final class ClientLoop: @unchecked Sendable {
         if timer.deadline.map({ deadline < $0 }) ?? true { timer.deadline = deadline }
     }
 
-    /// Times out exchanges that waited too long, closes connections idle too long, and sets
-    /// the timer for the next deadline.
+    /// Times out exchanges that waited too long (a paused one: whose consumer stayed behind
+    /// too long), closes connections idle too long, and sets the timer for the next deadline.
     private func sweep() {
         let now = loop.now
         var next = Double.infinity
-        for exchange in Array(active.values) where !exchange.paused {
+        for exchange in Array(active.values) {
             guard exchange.deadline <= now else {
                 if let connection = exchange.connection, !connection.isOpen {
                     connection.checkAttempt(now: now) // may fail the exchange (no address left)
                     next = min(next, connection.attemptDeadline)
                 }
                 next = min(next, exchange.deadline)
+                continue
+            }
+            if exchange.paused {
+                // Its connection closes and frees the slot; the consumer, whenever it reads
+                // next, learns at once, not after the megabyte the transfer can no longer complete.
+                exchange.bodyBuffer?.dropBuffered()
+                end(exchange, .timedOut("the response's reader stayed behind for longer than the stall timeout"))
                 continue
             }
             let connecting = exchange.connection.map { !$0.isOpen } ?? false

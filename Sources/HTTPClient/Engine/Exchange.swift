@@ -32,7 +32,8 @@ final class Exchange: @unchecked Sendable {
     private(set) var parser: ResponseParser
     /// When, on the loop's clock, the exchange times out unless something arrives first.
     var deadline = Double.infinity
-    /// Reading is paused because the consumer is behind; no timeout runs meanwhile.
+    /// Reading is paused because the consumer is behind; `deadline` is then the stall
+    /// deadline (the consumer's, not the upstream's).
     var paused = false
     /// Already sent again once on a fresh connection.
     var retried = false

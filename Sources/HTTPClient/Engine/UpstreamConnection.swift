@@ -281,7 +281,13 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
                     complete(exchange, reusable: !extra && exchange.parser.allowsReuse && written == outbound.count)
                     return false
                 }
-                if exchange.paused { break }
+                if exchange.paused {
+                    // The consumer is behind: nothing more is read until it catches up, which
+                    // it has the stall timeout to do.
+                    exchange.deadline = owner.loop.now + owner.stallTimeout
+                    owner.arm(exchange.deadline) // it may be shorter than the read timeout
+                    break
+                }
                 if n < buffer.count && !(tls?.hasBufferedInput ?? false) { break } // drained: epoll says when more comes
                 continue
             case .wouldBlock:
