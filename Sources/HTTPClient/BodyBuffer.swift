@@ -7,15 +7,42 @@ final class BodyBuffer: Sendable {
     static let highWater = 1 << 20
     /// Reading resumes once the consumer has brought the buffer below this.
     static let lowWater = highWater / 4
+    /// What a piece costs besides its bytes (its array's header and allocation, its slot),
+    /// counted toward the marks: many tiny pieces pause reading as their memory would.
+    static let pieceOverhead = 64
+    /// A piece is appended to the last one waiting when both together stay within this: a
+    /// body in tiny chunks (`1\r\nx\r\n` over and over) reaches the consumer in pieces of
+    /// about this size, not one allocation (and one hand-over) per byte. Larger pieces stay
+    /// as they came.
+    static let mergeLimit = 16 * 1024
 
     /// Pieces waiting for the consumer, oldest first. The first is kept on its own, the rest
-    /// in an array: a body that arrives in one piece (the usual small one) needs no array.
+    /// in an array taken from the front by an index (never `removeFirst`, which moves all
+    /// the others): a body that arrives in one piece (the usual small one) needs no array.
     private struct Pieces {
         private var first: [UInt8]?
         private var rest: [[UInt8]] = []
+        /// `rest[..<head]` have been taken (emptied).
+        private var head = 0
 
-        mutating func append(_ piece: [UInt8]) {
-            if first == nil && rest.isEmpty { first = piece } else { rest.append(piece) }
+        /// Adds `bytes` as a new piece, or to the last waiting one (see `mergeLimit`);
+        /// returns whether a piece was made.
+        mutating func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            if head < rest.count {
+                if rest[rest.count - 1].count + bytes.count <= BodyBuffer.mergeLimit {
+                    rest[rest.count - 1].append(contentsOf: bytes)
+                    return false
+                }
+                rest.append(Array(bytes))
+            } else if first == nil {
+                first = Array(bytes)
+            } else if first!.count + bytes.count <= BodyBuffer.mergeLimit {
+                first!.append(contentsOf: bytes)
+                return false
+            } else {
+                rest.append(Array(bytes))
+            }
+            return true
         }
 
         /// The oldest piece, if any, taken out.
@@ -24,7 +51,18 @@ final class BodyBuffer: Sendable {
                 first = nil
                 return piece
             }
-            return rest.isEmpty ? nil : rest.removeFirst()
+            guard head < rest.count else { return nil }
+            var piece: [UInt8] = []
+            swap(&piece, &rest[head])
+            head += 1
+            if head == rest.count {
+                rest.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 64 && head * 2 >= rest.count {
+                rest.removeFirst(head) // the taken half goes, in time proportional to what was taken
+                head = 0
+            }
+            return piece
         }
     }
 
@@ -71,8 +109,7 @@ final class BodyBuffer: Sendable {
                 s.waiter = nil
                 return .handOver(waiter)
             }
-            s.chunks.append(Array(bytes))
-            s.buffered += bytes.count
+            s.buffered += bytes.count + (s.chunks.append(bytes) ? BodyBuffer.pieceOverhead : 0)
             guard s.buffered >= BodyBuffer.highWater else { return .kept }
             s.paused = true
             return .pause
@@ -139,7 +176,7 @@ final class BodyBuffer: Sendable {
     /// when taking the piece brought a paused exchange below the low-water mark.
     private static func take(from s: inout State, resume: inout Controls?) -> Piece? {
         if let chunk = s.chunks.removeFirst() {
-            s.buffered -= chunk.count
+            s.buffered -= chunk.count + BodyBuffer.pieceOverhead
             if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls }
             return .success(chunk)
         }
