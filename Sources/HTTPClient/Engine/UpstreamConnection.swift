@@ -24,7 +24,8 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
     private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastConnectError = ""
-    /// While connecting with more addresses to try: when this attempt gives way to the next.
+    /// While connecting with more addresses to try: when this attempt gives way to the next
+    /// (infinity for the last address).
     private(set) var attemptDeadline = Double.infinity
     private var tls: TLSSession?
     /// The exchange it carries (or is being opened for).
@@ -103,11 +104,16 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
             if errno == EINPROGRESS {
                 phase = .connecting
                 watch(EPOLLOUT.rawValue)
+                // Set for every attempt, never left from an earlier one (which may have failed
+                // early, refused or unreachable). An address that never answers (a dropped
+                // SYN, a broken IPv6 route) must leave time for the others: each but the last
+                // gets its share of the connect timeout. The last has what remains of the
+                // whole, which the exchange's connect deadline ends, as a timeout.
                 if nextAddress < addresses.count {
-                    // An address that never answers (a dropped SYN, a broken IPv6 route) must
-                    // leave time for the others: each gets its share of the connect timeout.
                     attemptDeadline = owner.loop.now + max(0.25, owner.connectTimeout / Double(addresses.count))
                     owner.arm(attemptDeadline)
+                } else {
+                    attemptDeadline = .infinity
                 }
                 return
             }
