@@ -136,6 +136,22 @@ struct HTTPClientFailureTests {
         #expect(error?.isTruncated == true, "\(String(reflecting: error))")
     }
 
+    /// An HTTP/1.0 response with Transfer-Encoding has faulty framing (RFC 9112 §6.1): it is
+    /// refused as malformed (502 at the proxy), and its connection is never used again.
+    @Test(arguments: Mode.allCases)
+    func http10ResponseWithTransferEncodingIsRefused(mode: Mode) async throws {
+        let server = try ScriptedServer.responding { _ in "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" }
+        let client = HTTPClient()
+        for path in ["/first", "/second"] {
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await Self.run(client, HTTPClientRequest(url: server.baseURL + path), mode)
+            }
+            #expect(error?.failure == "malformed response", "\(String(reflecting: error))")
+        }
+        #expect(server.requests.map(\.target) == ["/first", "/second"])
+        #expect(server.connectionCount == 2)
+    }
+
     @Test func closeDelimitedBodyEndsCleanly() async throws {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }

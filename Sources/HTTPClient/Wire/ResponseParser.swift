@@ -11,6 +11,7 @@ import HTTPCore
 ///   characters but HTAB; a bare CR anywhere is refused;
 /// - `Transfer-Encoding` must be exactly `chunked` (nothing else was asked for); with a
 ///   `Content-Length` beside it the chunked framing counts and the connection is not reused;
+///   in an HTTP/1.0 response it is refused (RFC 9112 §6.1: the framing is faulty);
 /// - several `Content-Length` values must agree and be plain digits.
 ///
 /// Tolerated, as RFC 9112 allows a recipient: LF alone ending a line, and obs-fold lines
@@ -192,12 +193,12 @@ struct ResponseParser {
         }
         head = Head(status: status, headers: headers)
         if !isHTTP11 { allowsReuse = false }
-        try startBody(status: status, headers: headers)
+        try startBody(status: status, headers: headers, isHTTP11: isHTTP11)
     }
 
     /// Decides how the body is framed (RFC 9112 §6.3) and whether the connection may be reused.
     /// The framing fields are read in place, as bytes: no strings or arrays are made for them.
-    private mutating func startBody(status: Int, headers: [(name: String, value: String)]) throws(HTTPClientError) {
+    private mutating func startBody(status: Int, headers: [(name: String, value: String)], isHTTP11: Bool) throws(HTTPClientError) {
         var chunked = false, length: Int?
         for field in headers {
             switch field.name.utf8.count {
@@ -206,6 +207,9 @@ struct ResponseParser {
             case 14 where field.name.equalsIgnoringASCIICase("Content-Length"):
                 try ResponseParser.contentLength(field.value, into: &length)
             case 17 where field.name.equalsIgnoringASCIICase("Transfer-Encoding"):
+                // An HTTP/1.0 recipient may not know it: a message that has it anyway must be
+                // treated as badly framed (RFC 9112 §6.1), whatever else frames it.
+                guard isHTTP11 else { throw .malformedResponse("Transfer-Encoding in an HTTP/1.0 response") }
                 // Only chunked, once: nothing else was asked for (no TE field goes out).
                 guard !chunked, ResponseParser.isChunked(field.value) else {
                     throw .malformedResponse("a transfer coding other than chunked")
