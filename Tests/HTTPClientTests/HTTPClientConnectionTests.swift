@@ -136,6 +136,49 @@ struct HTTPClientConnectionTests {
         #expect(seen.header("Proxy-Authorization") == "Basic " + Data("user:secret".utf8).base64EncodedString())
     }
 
+    /// How a proxy answers a CONNECT it will not open, and what the error must say.
+    struct RefusedTunnel: Sendable, CustomTestStringConvertible {
+        let testDescription: String
+        let answer: String
+        /// The proxy closes the connection right after answering (the answer and the FIN
+        /// in one segment), rather than waiting for the client to.
+        let closes: Bool
+        let said: String
+    }
+
+    /// A refused tunnel is a connect failure that names the proxy's status, however the
+    /// answer ends; an answer that is not HTTP is refused, not taken for a 2xx.
+    @Test(arguments: [
+        RefusedTunnel(testDescription: "407, then the proxy closes",
+                      answer: "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                      closes: true, said: "HTTP 407"),
+        RefusedTunnel(testDescription: "407 with lines ending in LF alone",
+                      answer: "HTTP/1.1 407 Proxy Authentication Required\nContent-Length: 0\n\n", closes: false, said: "HTTP 407"),
+        RefusedTunnel(testDescription: "a four-digit status", answer: "HTTP/1.1 2000 OK\r\n\r\n", closes: false, said: "not HTTP"),
+    ])
+    func refusedTunnelIsReportedWithTheProxysStatus(_ refused: RefusedTunnel) async throws {
+        let proxy = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            if refused.closes {
+                var cork: Int32 = 1 // held back until the close, and sent with its FIN
+                setsockopt(connection.fd, Int32(IPPROTO_TCP), TCP_CORK, &cork, socklen_t(MemoryLayout<Int32>.size))
+                connection.write(refused.answer)
+            } else {
+                connection.write(refused.answer)
+                _ = connection.waitForPeerClose(seconds: 60)
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.proxy = "http://127.0.0.1:\(proxy.port)"
+        configuration.connectTimeout = .seconds(10) // an answer not understood would end in this timeout
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: "https://fhir.example.org/Patient"))
+        }
+        #expect(error?.isConnectFailure == true, "\(String(reflecting: error))")
+        #expect(error?.message.contains(refused.said) == true, "\(String(reflecting: error))")
+        #expect(proxy.requests.first?.method == "CONNECT")
+    }
+
     @Test(arguments: ["socks5://127.0.0.1:1080", "https://127.0.0.1:3128"])
     func unsupportedProxyFailsAndNothingIsSent(proxy: String) async throws {
         let server = try ScriptedServer.responding { _ in Self.ok }

@@ -171,7 +171,11 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
         }
     }
 
-    /// The CONNECT request out, the proxy's answer in; a 2xx opens the tunnel.
+    /// The CONNECT request out, the proxy's answer in; a 2xx opens the tunnel. The answer is
+    /// judged once its head is complete (lines may end in LF alone), by the response
+    /// parser's rules for a status line and fields, and also when the proxy closes the
+    /// connection right after it (a 407 with `Connection: close`): its status is what the
+    /// error then reports.
     private func tunnel() {
         if written < outbound.count {
             switch writePlain() {
@@ -182,6 +186,7 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
             if written < outbound.count { return watch(EPOLLOUT.rawValue) }
         }
         let buffer = owner.scratch
+        var ended = false
         while true {
             // One byte at a time would be exact; the head is small and nothing may follow it.
             let n = recv(fd, buffer.baseAddress, buffer.count, 0)
@@ -190,16 +195,26 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
                 guard tunnelReply.count <= 16 * 1024 else { return fail(.connectFailed("the proxy's answer is too long")) }
                 continue
             }
-            if n < 0 && (errno == EAGAIN || errno == EINTR) { break }
-            return fail(.connectFailed("the proxy closed the connection before the tunnel was open"))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
+            ended = true // closed or reset: what came before still says why
+            break
         }
-        guard let end = tunnelReply.firstRange(of: [13, 10, 13, 10]) else { return watch(EPOLLIN.rawValue) }
-        let statusLine = tunnelReply.prefix { $0 != 13 }
-        let status = statusLine.count >= 12 && statusLine.starts(with: "HTTP/1.".utf8) ? Int(String(decoding: statusLine.dropFirst(9).prefix(3), as: UTF8.self)) : nil
-        guard let status, (200..<300).contains(status) else {
-            return fail(.connectFailed("the proxy refused the tunnel" + (status.map { ": HTTP \($0)" } ?? "")))
+        let judged = tunnelReply.withUnsafeBytes { bytes in
+            Result { () throws(HTTPClientError) in try ResponseParser.statusOfHead(in: bytes) }
         }
-        guard end.upperBound == tunnelReply.count else { return fail(.connectFailed("the proxy sent bytes after opening the tunnel")) }
+        let head: (status: Int, length: Int)?
+        switch judged {
+        case let .success(found): head = found
+        case let .failure(error): return fail(.connectFailed("the proxy's answer is not HTTP: \(error.message)"))
+        }
+        guard let head else {
+            guard !ended else { return fail(.connectFailed("the proxy closed the connection before the tunnel was open")) }
+            return watch(EPOLLIN.rawValue)
+        }
+        guard (200..<300).contains(head.status) else { return fail(.connectFailed("the proxy refused the tunnel: HTTP \(head.status)")) }
+        guard head.length == tunnelReply.count else { return fail(.connectFailed("the proxy sent bytes after opening the tunnel")) }
+        guard !ended else { return fail(.connectFailed("the proxy closed the connection as it opened the tunnel")) }
         tunnelReply = []
         secure()
     }

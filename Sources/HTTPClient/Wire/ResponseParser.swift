@@ -159,6 +159,17 @@ struct ResponseParser {
         return i
     }
 
+    /// The status and length of the response head at the start of `bytes`, by the same
+    /// rules as any response's (status line, fields, LF alone ending a line); nil while it
+    /// is incomplete. For a proxy's answer to `CONNECT`, read on its own: after a 2xx comes
+    /// the tunnel, not a body.
+    static func statusOfHead(in bytes: UnsafeRawBufferPointer) throws(HTTPClientError) -> (status: Int, length: Int)? {
+        guard !bytes.isEmpty, let end = try endOfHead(in: bytes, from: 0) else { return nil }
+        if end > maxHeadBytes { throw headTooLarge }
+        let (_, status, _) = try parseHead(UnsafeRawBufferPointer(rebasing: bytes[..<end]).assumingMemoryBound(to: UInt8.self))
+        return (status, end)
+    }
+
     /// Where the head that starts at `start` ends (just after the LF of its empty line), if
     /// that is in `input`.
     private static func endOfHead(in input: UnsafeRawBufferPointer, from start: Int) throws(HTTPClientError) -> Int? {
