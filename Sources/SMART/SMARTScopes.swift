@@ -11,6 +11,9 @@ public struct SMARTScopes: Sendable, Equatable {
         /// It takes no search parameters (only `_count`, `_since`, `_at`, `_list`), so no
         /// query meets a v2 restriction: it needs search permission with none.
         case history
+        /// An operation (`$everything`, `$export`, ...): its parameters are not search
+        /// filters, so as with history no query meets a v2 restriction.
+        case operation
         /// Resources a search brings in besides its matches (`_include`, `_revinclude`,
         /// `_contained`): read or search permission with no restriction, as a restriction
         /// filters the matches and not what they bring in.
@@ -88,7 +91,7 @@ public struct SMARTScopes: Sendable, Equatable {
             switch interaction {
             case .read:
                 return grant.read
-            case .history:
+            case .history, .operation:
                 return grant.search && grant.restrictions.isEmpty
             case .include:
                 return (grant.read || grant.search) && grant.restrictions.isEmpty

@@ -25,6 +25,13 @@ struct ScopeCheckTests {
         #expect(SMARTScopes("patient/*.rs").allows("*", .history) && !SMARTScopes("patient/Observation.rs").allows("*", .history))
         #expect(!SMARTScopes("patient/*.rs?category=laboratory").allows("*", .history, query: [("category", "laboratory")]))
     }
+
+    @Test("an operation ($everything) needs a wildcard grant with no restriction: its parameters are not search filters")
+    func operations() {
+        #expect(SMARTScopes("patient/*.rs").allows("*", .operation) && SMARTScopes("user/*.read").allows("*", .operation))
+        #expect(!SMARTScopes("patient/*.rs?category=laboratory").allows("*", .operation, query: [("category", "laboratory")]))
+        #expect(!SMARTScopes("patient/Patient.rs patient/Observation.rs").allows("*", .operation))
+    }
 }
 
 @Suite("scope checks: resources a query includes")

@@ -101,8 +101,11 @@ struct FHIRPathTests {
             #expect(FHIRInteraction(path: path) == interaction && FHIRInteraction(path: path).access == access, "\(path)")
         }
         let anyType = FHIRInteraction.Access.resources(type: "*", interaction: .search)
+        for path in ["$export", "Patient/$everything", "Patient/1/$everything", "Group/1/$export"] {
+            #expect(FHIRInteraction(path: path) == .operation && FHIRInteraction(path: path).access == .resources(type: "*", interaction: .operation),
+                    "\(path)")
+        }
         let wide: [(String, FHIRInteraction)] = [
-            ("$export", .operation), ("Patient/$everything", .operation), ("Patient/1/$everything", .operation), ("Group/1/$export", .operation),
             ("metadata/x", .other), ("well-known", .other), ("Patient/1/Observation/2", .other), ("Patient/1/_history/2/x", .other),
             ("Patient/1/x", .other), ("Patient/a_b", .other), ("Patient/1/Observation/2/_history", .other),
         ]

@@ -74,7 +74,8 @@ enum FHIRInteraction: Equatable {
         // History takes no search parameters: a `?category=` in its query restricts nothing.
         case let .historyType(type): .resources(type: type, interaction: .history)
         case .historySystem: .resources(type: "*", interaction: .history)
-        case .operation, .other: .resources(type: "*", interaction: .search)
+        case .operation: .resources(type: "*", interaction: .operation)
+        case .other: .resources(type: "*", interaction: .search)
         }
     }
 

@@ -68,6 +68,8 @@ struct FHIRProxy: Sendable {
         if case let .resources(type, interaction) = FHIRInteraction(path: path).access, !scopes.allows(type, interaction, query: query) {
             let what = switch (type, interaction) {
             case ("*", .history): "the history of all resources, which needs a wildcard scope such as patient/*.rs with no restriction"
+            case (_, .operation): "this operation: its results are not of one resource type, and its parameters are not search filters,"
+                + " so it needs a wildcard scope such as patient/*.rs with no restriction"
             case ("*", _): "this request: its results are not of one resource type, which needs a wildcard scope such as patient/*.rs"
             case (_, .history): "the history of all \(type) resources: history takes no search parameters, so it needs a search"
                 + " scope for \(type) with no restriction such as ?category="
