@@ -52,6 +52,26 @@ struct URLRewriterTests {
         #expect(rewriter.rewrite(whole: Array(#"{"id":"1"}"#.utf8)) == Array(#"{"id":"1"}"#.utf8))
     }
 
+    /// Whether `a` and `b` share one buffer: the rewriter handed its input back, not a copy.
+    static func sameBuffer(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in x.baseAddress == y.baseAddress } }
+    }
+
+    @Test("a chunk or whole body without a match comes back as the same buffer, not a copy")
+    func noCopyWithoutMatch() {
+        let chunks = [#"{"resourceType":"Bundle","link":[{"relation":"self","url":"https://elsewhere.example/fhir/r4/x"}],"#,
+                      #""entry":[{"resource":{"code":{"coding":[{"system":"http://loinc.org","code":"8867-4"}]}}}]}"#]
+        var rewriter = URLRewriter(from: Self.base, to: Self.publicBase)
+        for chunk in chunks.map({ Array($0.utf8) }) {
+            let out = rewriter.rewrite(chunk)
+            #expect(out == chunk && Self.sameBuffer(out, chunk))
+        }
+        #expect(rewriter.finish().isEmpty)
+        let whole = Array(chunks.joined().utf8)
+        let out = URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: whole)
+        #expect(out == whole && Self.sameBuffer(out, whole))
+    }
+
     @Test("a Location header is rewritten only under the EHR base")
     func location() {
         #expect(URLRewriter.rewrite(url: Self.base + "/Patient/1/_history/2", from: Self.base, to: Self.publicBase)
