@@ -3,19 +3,34 @@ import Foundation
 import Sessions
 import Testing
 
-/// Paging through the BFF depends on every EHR URL in a Bundle being rewritten, whatever
-/// chunk boundaries the upstream body arrives in, and on nothing else changing.
+/// Paging through the BFF depends on the EHR URLs of a Bundle's `link[].url` and
+/// `entry[].fullUrl` (and absolute `reference`s) being rewritten, whatever chunk boundaries
+/// the upstream body arrives in, and on nothing else changing.
 @Suite("URL rewriting in proxied bodies")
 struct URLRewriterTests {
     static let base = "https://ehr.example/fhir/r4"
     static let publicBase = "https://bff.example/fhir"
-    static let body = #"{"resourceType":"Bundle","link":[{"relation":"next","url":"https://ehr.example/fhir/r4/Observation?page=2"}],"#
-        + #""entry":[{"fullUrl":"https://ehr.example/fhir/r4/Observation/1","note":"\"https://ehr.example/fhir/r4x/not-a-match"},"#
-        + #"{"fullUrl":"https://ehr.example/fhir/r4/Observation/2"}],"another":"https://ehr.example/fhir/r4/Patient/3""#
-        + #","tail":"https://ehr.example/fhir/r4/"}"#
 
-    /// What the rewrite must produce: every `"<base>/` replaced, and only those.
-    static let expected = body.replacingOccurrences(of: "\"" + base + "/", with: "\"" + publicBase + "/")
+    /// JSON with `<R>` where the EHR base is and must be rewritten, `<K>` where it is and
+    /// must be kept.
+    static let template = #"{"resourceType":"Bundle","link":[{"relation":"next","url":"<R>/Observation?page=2"}],"#
+        + #""entry":[{"fullUrl":"<R>/Observation/1","resource":{"resourceType":"Observation","#
+        + #""meta":{"profile":["<K>/StructureDefinition/vitals"]},"subject":{"reference" : "<R>/Patient/3"},"#
+        + #""note":[{"text":"\"<K>/x and \"url\":\"<K>/y"}],"code":{"coding":[{"system":"<K>/CodeSystem/local","code":"a"}]}}},"#
+        + #"{"fullUrl":"<R>/Observation/2","url":"<K>x/not-a-match"}],"another":"<K>/Patient/3","tail":"<K>/","xurl":"<K>/1"}"#
+
+    /// `template` with the EHR's base in every marked place.
+    static func body(_ template: String) -> String {
+        template.replacingOccurrences(of: "<R>", with: base).replacingOccurrences(of: "<K>", with: base)
+    }
+
+    /// `template` as the rewrite must leave it.
+    static func expected(_ template: String) -> String {
+        template.replacingOccurrences(of: "<R>", with: publicBase).replacingOccurrences(of: "<K>", with: base)
+    }
+
+    static let body = body(template)
+    static let expected = expected(template)
 
     static func rewrite(_ pieces: [[UInt8]]) -> String {
         var rewriter = URLRewriter(from: base, to: publicBase)
@@ -25,10 +40,12 @@ struct URLRewriterTests {
         return String(decoding: out, as: UTF8.self)
     }
 
-    @Test("whole, split at every offset, and byte by byte: the same result, every quoted EHR URL rewritten")
+    static func rewrite(_ text: String) -> String { rewrite([Array(text.utf8)]) }
+
+    @Test("whole, split at every offset, and byte by byte: the same result, only url, fullUrl and reference values rewritten")
     func everySplit() {
         let bytes = Array(Self.body.utf8)
-        #expect(Self.expected.components(separatedBy: Self.publicBase + "/").count == 6) // 5 rewritten
+        #expect(Self.expected.components(separatedBy: Self.publicBase + "/").count == 5) // 4 rewritten
         #expect(Self.rewrite([bytes]) == Self.expected)
         for cut in 0...bytes.count {
             #expect(Self.rewrite([Array(bytes[..<cut]), Array(bytes[cut...])]) == Self.expected, "split at \(cut)")
@@ -36,9 +53,60 @@ struct URLRewriterTests {
         #expect(Self.rewrite(bytes.map { [$0] }) == Self.expected)
     }
 
+    @Test("a Patient's identifier system, profile, extension value, narrative and other strings under the EHR base stay, uncopied")
+    func patientUnchanged() {
+        let patient = Self.body(#"{"resourceType":"Patient","id":"3","meta":{"profile":["<K>/StructureDefinition/patient"]},"#
+            + #""text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"<K>/Patient/3\">MRN</a></div>"},"#
+            + #""identifier":[{"system":"<K>/sid/mrn","value":"12345"}],"#
+            + #""extension":[{"url":"http://hl7.org/fhir/StructureDefinition/patient-birthPlace","valueUri":"<K>/Location/1"}],"#
+            + #""managingOrganization":{"display":"<K>/Organization/1"}}"#)
+        let bytes = Array(patient.utf8)
+        let out = URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: bytes)
+        #expect(out == bytes && Self.sameBuffer(out, bytes))
+        #expect(Self.rewrite(bytes.map { [$0] }) == patient)
+    }
+
+    @Test("a Bundle's link url, entry fullUrl and an absolute reference are rewritten, with any whitespace around the colon")
+    func pagingMembers() {
+        let template = "{\"link\":[{\"relation\":\"next\",\"url\":\"<R>/Observation?page=2\"}],\"entry\":[{\"fullUrl\" :\"<R>/Observation/1\","
+            + "\"resource\":{\"subject\":{\n  \"reference\"\t:\r\n  \"<R>/Patient/3\"}}}]}"
+        #expect(Self.rewrite(Self.body(template)) == Self.expected(template))
+    }
+
+    @Test("an extension's url under the EHR base is a url member and is rewritten; its value is not")
+    func extensionURL() {
+        let template = #"{"extension":[{"url":"<R>/StructureDefinition/x","valueUri":"<K>/y"}]}"#
+        #expect(Self.rewrite(Self.body(template)) == Self.expected(template))
+    }
+
+    @Test("only the exact names: not a key holding an escaped quote, nor a longer, shorter or other-case one, nor an array element")
+    func exactNames() {
+        let template = #"{"a\"url":"<K>/1","Url":"<K>/2","urls":"<K>/3","fullurl":"<K>/4","references":"<K>/5","#
+            + #""url":["<K>/6"],"reference":"<R>/7"}"#
+        #expect(Self.rewrite(Self.body(template)) == Self.expected(template))
+    }
+
+    @Test("a member name split across chunks is found; one beyond the look-back bound is left alone")
+    func nameAcrossChunks() {
+        let template = #"{"resourceType":"Bundle","entry":[{"fullUrl":"<R>/Observation/1"}]}"#
+        let text = Self.body(template), expected = Self.expected(template)
+        for piece in [#"{"full"#, #"{"fullUrl""#, #"{"fullUrl":"#, #"{"fullUrl":""#] {
+            let cut = text.range(of: piece)!.upperBound
+            #expect(Self.rewrite([Array(text[..<cut].utf8), Array(text[cut...].utf8)]) == expected, "after \(piece)")
+        }
+        // `{"url":` and 57 bytes of whitespace fill the 64 bytes before the value's quote.
+        let near = "{\"url\":" + String(repeating: " ", count: 57) + "\"<R>/1\"}"
+        let far = "{\"url\":" + String(repeating: " ", count: 58) + "\"<K>/1\"}"
+        for template in [near, far] {
+            let bytes = Array(Self.body(template).utf8)
+            #expect(Self.rewrite([bytes]) == Self.expected(template))
+            #expect(Self.rewrite(bytes.map { [$0] }) == Self.expected(template))
+        }
+    }
+
     @Test("a body that ends in the middle of a would-be match keeps its bytes")
     func partialMatchAtTheEnd() {
-        let text = #"{"a":"https://ehr.example/fhi"#
+        let text = #"{"url":"https://ehr.example/fhi"#
         #expect(Self.rewrite([Array(text.utf8)]) == text)
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: Array(text.utf8)) == Array(text.utf8))
     }

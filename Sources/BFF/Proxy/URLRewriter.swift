@@ -2,13 +2,47 @@
 import Glibc
 #endif
 
-/// Rewrites `"<EHR base>/` to `"<BFF public URL>/fhir/` in a JSON byte stream, across chunk
-/// boundaries, so that Bundle `link[].url` and `entry[].fullUrl` page through the BFF.
-/// A chunk without the pattern goes through without a copy.
+/// Rewrites EHR URLs to the BFF's in a JSON byte stream, across chunk boundaries, so that a
+/// Bundle's `link[].url` and `entry[].fullUrl` page through the BFF and absolute references
+/// under the EHR's base can be followed through it.
+///
+/// What is rewritten: a JSON string that is the value of an object member named exactly
+/// `url`, `fullUrl` or `reference` and begins with `<EHR base>/`; that prefix becomes
+/// `<BFF public URL>/fhir/`, the rest of the string stays.
+///
+/// Nothing else changes: strings in arrays (`meta.profile`), the values of other members
+/// (an identifier's `system`, `valueUri`, …), keys, text in narrative (its quotes are
+/// escaped), and a member whose key holds an escape. Apps that match identifier systems or
+/// recognise extensions see them as the EHR sent them.
+///
+/// An extension's own `url` is a `url` member too, and is rewritten when it lies under the
+/// EHR's base (as is a canonical resource's `url`). Telling it apart needs the name of the
+/// array the object sits in, which may be any distance back: every body would have to be
+/// parsed on the proxy's hot path. Extension definitions usually live under a canonical
+/// base that is not the FHIR endpoint; one that is shows the BFF's URL in its `url`.
+///
+/// The member's name is found by looking back from the string's opening quote: optional
+/// whitespace, `:`, optional whitespace, then the key in quotes, and before its opening
+/// quote a byte that is not `\`. The look-back reaches at most `lookBehind` bytes (earlier
+/// chunks included): a member whose key, colon and whitespace take more than that (some 50
+/// bytes of whitespace) is not rewritten, which is the safe side.
+///
+/// The scan looks only at `"` (memchr), and examines only a `"` that opens a match.
+/// A chunk without a match goes through without a copy.
 struct URLRewriter {
+    /// How far back from a string's opening quote its member name is looked for: enough
+    /// for `,"reference"` (12 bytes) and `:` with generous whitespace around it.
+    static let lookBehind = LookBehindBuffer.capacity
+
+    /// The members whose values are rewritten.
+    private static let memberNames: [[UInt8]] = [Array("url".utf8), Array("fullUrl".utf8), Array("reference".utf8)]
+
     private let pattern: [UInt8]
     private let replacement: [UInt8]
     private var carry: [UInt8] = []
+    /// The last bytes (at most `lookBehind`) before `carry`: where a member name begins when
+    /// its value opens at the start of the next input.
+    private var context = LookBehindBuffer()
 
     init(from base: String, to replacementBase: String) {
         pattern = Array(("\"" + base + "/").utf8)
@@ -18,7 +52,8 @@ struct URLRewriter {
     /// Rewrites `chunk`; holds back a possible partial match at its end for the next call.
     mutating func rewrite(_ chunk: [UInt8]) -> [UInt8] {
         let input = carry.isEmpty ? chunk : carry + chunk
-        let (matches, keep) = input.withUnsafeBytes { scan($0) }
+        let (matches, keep) = input.withUnsafeBytes { bytes in context.withBytes { scan(bytes, context: $0) } }
+        input.withUnsafeBytes { context.append(UnsafeRawBufferPointer(rebasing: $0[..<keep])) }
         carry = keep < input.count ? Array(input[keep...]) : []
         if matches.isEmpty { return keep == input.count ? input : Array(input[..<keep]) }
         var out: [UInt8] = []
@@ -33,9 +68,10 @@ struct URLRewriter {
         return out
     }
 
-    /// Where the pattern starts in `bytes`, and how much of `bytes` can go out now (the rest
-    /// may begin a match that the next chunk completes).
-    private func scan(_ bytes: UnsafeRawBufferPointer) -> (matches: [Int], keep: Int) {
+    /// Where the pattern starts in `bytes` as a rewritten member's value, and how much of
+    /// `bytes` can go out now (the rest may begin a match that the next chunk completes).
+    /// `context` holds the bytes just before `bytes`.
+    private func scan(_ bytes: UnsafeRawBufferPointer, context: UnsafeRawBufferPointer) -> (matches: [Int], keep: Int) {
         guard let base = bytes.baseAddress, !pattern.isEmpty else { return ([], bytes.count) }
         let n = bytes.count, m = pattern.count, first = Int32(pattern[0])
         var matches: [Int] = []
@@ -44,11 +80,10 @@ struct URLRewriter {
             let at = base.distance(to: UnsafeRawPointer(hit))
             let available = min(m, n - at)
             let equal = pattern.withUnsafeBytes { memcmp(base + at, $0.baseAddress!, available) == 0 }
-            if equal && available == m {
+            if equal && URLRewriter.isRewrittenMember(bytes, quote: at, context: context) {
+                if available < m { return (matches, at) } // a partial match at the end
                 matches.append(at)
                 i = at + m
-            } else if equal {
-                return (matches, at) // a partial match at the end
             } else {
                 i = at + 1
             }
@@ -56,11 +91,38 @@ struct URLRewriter {
         return (matches, n)
     }
 
-    /// Rewrites a whole body (nothing before it, nothing after it); a body without the
-    /// pattern comes back as it is.
+    /// Whether the string opening at `bytes[quote]` is the value of a `url`, `fullUrl` or
+    /// `reference` member: looking back, optional whitespace, `:`, optional whitespace, `"`,
+    /// the name, `"` and a byte that is not `\` (which would escape that quote), all within
+    /// `lookBehind` bytes of `bytes` and `context` (the bytes before `bytes`).
+    ///
+    /// In valid JSON an unescaped `"` right after `:` and whitespace opens a member's value,
+    /// and an escaped one has `\` right before it, so a quote inside a string never passes.
+    private static func isRewrittenMember(_ bytes: UnsafeRawBufferPointer, quote: Int, context: UnsafeRawBufferPointer) -> Bool {
+        let lowest = max(quote - lookBehind, -context.count)
+        func byte(_ j: Int) -> UInt8 { j >= 0 ? bytes[j] : context[context.count + j] }
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 }
+        var j = quote - 1
+        while j >= lowest, isSpace(byte(j)) { j -= 1 }
+        guard j >= lowest, byte(j) == UInt8(ascii: ":") else { return false }
+        j -= 1
+        while j >= lowest, isSpace(byte(j)) { j -= 1 }
+        guard j >= lowest, byte(j) == UInt8(ascii: "\"") else { return false }
+        names: for name in memberNames {
+            let open = j - name.count - 1 // the name's opening quote
+            guard open - 1 >= lowest, byte(open) == UInt8(ascii: "\""), byte(open - 1) != UInt8(ascii: "\\") else { continue }
+            for (k, expected) in name.enumerated() where byte(open + 1 + k) != expected { continue names }
+            return true
+        }
+        return false
+    }
+
+    /// Rewrites a whole body (nothing before it, nothing after it); a body without a match
+    /// comes back as it is.
     func rewrite(whole body: [UInt8]) -> [UInt8] {
         var rewriter = self
         rewriter.carry = []
+        rewriter.context = LookBehindBuffer()
         let out = rewriter.rewrite(body)
         return rewriter.carry.isEmpty ? out : out + rewriter.carry
     }
@@ -74,5 +136,30 @@ struct URLRewriter {
     /// A single URL (a `Location` header).
     static func rewrite(url: String, from base: String, to replacementBase: String) -> String {
         url.hasPrefix(base + "/") ? replacementBase + url.dropFirst(base.count) : url
+    }
+}
+
+/// The last `capacity` bytes of a stream, kept inline (a SIMD vector is a
+/// fixed-size value type): remembering them costs no allocation per chunk.
+private struct LookBehindBuffer {
+    static let capacity = 64 // the size of `storage`
+    private var storage = SIMD64<UInt8>()
+    private var count = 0
+
+    /// Appends `new`, keeping only the last `capacity` bytes.
+    mutating func append(_ new: UnsafeRawBufferPointer) {
+        let capacity = LookBehindBuffer.capacity, old = count
+        let kept = min(old, capacity - min(new.count, capacity))
+        let added = min(new.count, capacity)
+        withUnsafeMutableBytes(of: &storage) { raw in
+            guard let start = raw.baseAddress else { return }
+            if kept > 0 && kept < old { memmove(start, start + (old - kept), kept) }
+            if added > 0 { memcpy(start + kept, new.baseAddress! + (new.count - added), added) }
+        }
+        count = kept + added
+    }
+
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
     }
 }
