@@ -11,22 +11,34 @@ struct URLRewriterTests {
     static let base = "https://ehr.example/fhir/r4"
     static let publicBase = "https://bff.example/fhir"
 
-    /// JSON with `<R>` where the EHR base is and must be rewritten, `<K>` where it is and
-    /// must be kept.
-    static let template = #"{"resourceType":"Bundle","link":[{"relation":"next","url":"<R>/Observation?page=2"}],"#
+    /// The EHR's base spelt in several ways, marked in a JSON template: each marker's text in
+    /// the body, and what the rewrite must leave in its place. `<R>`: the base, rewritten;
+    /// `<K>`: the base, kept; `<E>`: with escaped slashes, rewritten to the BFF's URL escaped
+    /// alike; `<U>`: scheme and host in upper case; `<P>`: with the default port.
+    static let spellings: [(marker: String, body: String, rewritten: String)] = [
+        ("<R>", base, publicBase), ("<K>", base, base),
+        ("<E>", #"https:\/\/ehr.example\/fhir\/r4"#, #"https:\/\/bff.example\/fhir"#),
+        ("<U>", "HTTPS://EHR.EXAMPLE/fhir/r4", publicBase), ("<P>", "https://ehr.example:443/fhir/r4", publicBase),
+    ]
+
+    /// A Bundle: its paging links, full URLs and a reference rewritten; the base elsewhere kept.
+    static let template = #"{"resourceType":"Bundle","link":[{"relation":"next","url":"<R>/Observation?page=2"},"#
+        + #"{"relation":"previous","url":"<E>\/Observation?page=0"}],"#
         + #""entry":[{"fullUrl":"<R>/Observation/1","resource":{"resourceType":"Observation","#
         + #""meta":{"profile":["<K>/StructureDefinition/vitals"]},"subject":{"reference" : "<R>/Patient/3"},"#
         + #""note":[{"text":"\"<K>/x and \"url\":\"<K>/y"}],"code":{"coding":[{"system":"<K>/CodeSystem/local","code":"a"}]}}},"#
-        + #"{"fullUrl":"<R>/Observation/2","url":"<K>x/not-a-match"}],"another":"<K>/Patient/3","tail":"<K>/","xurl":"<K>/1"}"#
+        + #"{"fullUrl":"<R>/Observation/2","url":"<K>x/not-a-match"},{"fullUrl":"<P>/Observation/3","#
+        + #""resource":{"subject":{"reference":"<U>/Patient/3"},"focus":{"reference":"<K>2/Patient/3"}}}],"#
+        + #""another":"<K>/Patient/3","tail":"<K>/","xurl":"<K>/1"}"#
 
     /// `template` with the EHR's base in every marked place.
     static func body(_ template: String) -> String {
-        template.replacingOccurrences(of: "<R>", with: base).replacingOccurrences(of: "<K>", with: base)
+        spellings.reduce(template) { $0.replacingOccurrences(of: $1.marker, with: $1.body) }
     }
 
     /// `template` as the rewrite must leave it.
     static func expected(_ template: String) -> String {
-        template.replacingOccurrences(of: "<R>", with: publicBase).replacingOccurrences(of: "<K>", with: base)
+        spellings.reduce(template) { $0.replacingOccurrences(of: $1.marker, with: $1.rewritten) }
     }
 
     static let body = body(template)
@@ -42,10 +54,10 @@ struct URLRewriterTests {
 
     static func rewrite(_ text: String) -> String { rewrite([Array(text.utf8)]) }
 
-    @Test("whole, split at every offset, and byte by byte: the same result, only url, fullUrl and reference values rewritten")
+    @Test("whole, split at every offset, and byte by byte: the same result, only url, fullUrl and reference values rewritten, in any spelling")
     func everySplit() {
         let bytes = Array(Self.body.utf8)
-        #expect(Self.expected.components(separatedBy: Self.publicBase + "/").count == 5) // 4 rewritten
+        #expect(Self.expected.components(separatedBy: "bff.example").count == 8) // 7 rewritten
         #expect(Self.rewrite([bytes]) == Self.expected)
         for cut in 0...bytes.count {
             #expect(Self.rewrite([Array(bytes[..<cut]), Array(bytes[cut...])]) == Self.expected, "split at \(cut)")
@@ -111,6 +123,68 @@ struct URLRewriterTests {
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: Array(text.utf8)) == Array(text.utf8))
     }
 
+    /// A `url` member's value as the EHR may spell it, and as the rewrite must leave it.
+    static let otherSpellings: [(String, String)] = [
+        (#"https:\/\/ehr.example\/fhir\/r4\/Observation?page=2"#, #"https:\/\/bff.example\/fhir\/Observation?page=2"#),
+        (#"https:\/\/ehr.example/fhir\/r4/Observation"#, #"https:\/\/bff.example\/fhir\/Observation"#), // escaped if any slash was
+        ("HTTPS://EHR.EXAMPLE/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
+        ("hTTps://Ehr.ExAmple/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
+        ("https://ehr.example:443/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
+        (#"HTTPS:\/\/EHR.example:443\/fhir\/r4\/Patient\/1"#, #"https:\/\/bff.example\/fhir\/Patient\/1"#),
+    ]
+
+    /// `url` values that are not under the EHR's base, however they look.
+    static let notTheBase = [
+        "https://ehr.example/FHIR/r4/Patient/1", "https://ehr.example/fhir/R4/Patient/1", // the path is case-sensitive
+        "https://ehr.example:8443/fhir/r4/Patient/1", "https://ehr.example:80/fhir/r4/Patient/1", "https://ehr.example:4430/fhir/r4/x",
+        "http://ehr.example/fhir/r4/Patient/1", "https://ehr.example.evil/fhir/r4/Patient/1",
+        "https://ehr.example@evil.example/fhir/r4/Patient/1", "https://ehr.example:443.evil/fhir/r4/Patient/1",
+        "https://ehr.example/fhir/r42/Patient/1", "https://ehr.example/fhir/r4x", "https://ehr.example/fhir/r4",
+        #"https:\/\/ehr.example\/fhir\/r4x\/Patient"#, #"https:\\/\\/ehr.example\\/fhir\\/r4\\/Patient"#,
+        #"https:\u002F\u002Fehr.example\u002Ffhir\u002Fr4\u002FPatient"#, // other escapes are not matched
+    ]
+
+    @Test("the base's other spellings are rewritten (escaped slashes escaped in the result too, scheme and host in any case, :443), however split")
+    func spellingsRewritten() {
+        for (url, rewritten) in Self.otherSpellings {
+            let bytes = Array(#"{"url":"\#(url)"}"#.utf8), expected = #"{"url":"\#(rewritten)"}"#
+            for cut in 0...bytes.count {
+                #expect(Self.rewrite([Array(bytes[..<cut]), Array(bytes[cut...])]) == expected, "\(url) split at \(cut)")
+            }
+            #expect(Self.rewrite(bytes.map { [$0] }) == expected, "\(url)")
+        }
+    }
+
+    @Test("URLs that only look like the base are not rewritten: other path case, port, scheme or host, other escapes")
+    func notTheBase() {
+        for url in Self.notTheBase {
+            let bytes = Array(#"{"url":"\#(url)"}"#.utf8)
+            let out = URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: bytes)
+            #expect(out == bytes && Self.sameBuffer(out, bytes), "\(url)")
+            #expect(Self.rewrite(bytes.map { [$0] }) == #"{"url":"\#(url)"}"#, "\(url)")
+        }
+    }
+
+    @Test("bases with ports, upper case or a trailing slash: the same origin rules")
+    func bases() {
+        let cases: [(base: String, url: String, rewritten: Bool)] = [
+            ("http://127.0.0.1:8080/fhir", "http://127.0.0.1:8080/fhir/Patient/1", true),
+            ("http://127.0.0.1:8080/fhir", "http://127.0.0.1/fhir/Patient/1", false),
+            ("http://127.0.0.1:8080/fhir", "http://127.0.0.1:80/fhir/Patient/1", false),
+            ("http://localhost/fhir", "HTTP://LOCALHOST:80/fhir/Patient/1", true),
+            ("http://localhost/fhir", "http://localhost:443/fhir/Patient/1", false),
+            ("HTTPS://EHR.Example:443/fhir/r4/", "https://ehr.example/fhir/r4/Patient/1", true),
+            ("http://[::1]:8080/fhir", "http://[::1]:8080/fhir/Patient/1", true),
+            ("http://[::1]:8080/fhir", "http://[::1]/fhir/Patient/1", false),
+            ("https://ehr.example", "https://EHR.example:443/Patient/1", true),
+        ]
+        for (base, url, rewritten) in cases {
+            let body = Array(#"{"url":"\#(url)"}"#.utf8)
+            let out = String(decoding: URLRewriter(from: base, to: Self.publicBase).rewrite(whole: body), as: UTF8.self)
+            #expect(out == #"{"url":"\#(rewritten ? Self.publicBase + "/Patient/1" : url)"}"#, "\(url) under \(base)")
+        }
+    }
+
     @Test("a whole body is rewritten like a stream, and one rewriter serves many bodies")
     func wholeBodies() {
         let rewriter = URLRewriter(from: Self.base, to: Self.publicBase)
@@ -146,6 +220,12 @@ struct URLRewriterTests {
             == Self.publicBase + "/Patient/1/_history/2")
         #expect(URLRewriter.rewrite(url: "https://elsewhere.example/x", from: Self.base, to: Self.publicBase) == "https://elsewhere.example/x")
         #expect(URLRewriter.rewrite(url: Self.base + "x/Patient/1", from: Self.base, to: Self.publicBase) == Self.base + "x/Patient/1")
+        // The same origin rules as in bodies; JSON's escapes are not a header's.
+        #expect(URLRewriter.rewrite(url: "HTTPS://EHR.Example:443/fhir/r4/Patient/1/_history/2", from: Self.base, to: Self.publicBase)
+            == Self.publicBase + "/Patient/1/_history/2")
+        for url in ["https://ehr.example/FHIR/r4/Patient/1", "https://ehr.example:8443/fhir/r4/Patient/1", #"https:\/\/ehr.example\/fhir\/r4\/Patient\/1"#] {
+            #expect(URLRewriter.rewrite(url: url, from: Self.base, to: Self.publicBase) == url)
+        }
     }
 
     @Test("JSON bodies (any case, with parameters) are rewritten; others pass untouched")

@@ -125,8 +125,7 @@ struct FHIRProxy: Sendable {
             if let value = upstream.header(name) { response.headers.add(name, value) }
         }
         if let location = upstream.header("Location") {
-            let publicBase = services.configuration.publicURL + "/fhir"
-            response.headers.add("Location", URLRewriter.rewrite(url: location, from: launch.iss, to: publicBase))
+            response.headers.add("Location", rewriter.rewrite(url: location))
         }
         response.headers.replace("Cache-Control", "no-store")
         // The body is the EHR's (a Binary may be any type, HTML included): should a browser

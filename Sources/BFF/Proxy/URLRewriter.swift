@@ -10,6 +10,13 @@ import Glibc
 /// `url`, `fullUrl` or `reference` and begins with `<EHR base>/`; that prefix becomes
 /// `<BFF public URL>/fhir/`, the rest of the string stays.
 ///
+/// The EHR base matches in each of its spellings (`BaseURLPattern`): scheme and host in any
+/// case (`HTTPS://EHR.Example.org/fhir/…`), an explicit default port (`:443` for https,
+/// `:80` for http) the same as none, and JSON's escaped slash (`https:\/\/ehr.example.org\/fhir\/…`,
+/// PHP's default). The path is compared byte for byte. A URL written with `\/` gets the BFF's
+/// URL with every `/` escaped too (`https:\/\/bff.example\/fhir\/…`), so the string keeps one
+/// style; other escapes (`\u002F`) are not matched.
+///
 /// Nothing else changes: strings in arrays (`meta.profile`), the values of other members
 /// (an identifier's `system`, `valueUri`, …), keys, text in narrative (its quotes are
 /// escaped), and a member whose key holds an escape. Apps that match identifier systems or
@@ -27,7 +34,8 @@ import Glibc
 /// chunks included): a member whose key, colon and whitespace take more than that (some 50
 /// bytes of whitespace) is not rewritten, which is the safe side.
 ///
-/// The scan looks only at `"` (memchr), and examines only a `"` that opens a match.
+/// The scan looks only at `"` (memchr); only a `"` followed by the scheme's first letter
+/// (`h`, `H`) is examined further, and only a match has its member name looked for.
 /// A chunk without a match goes through without a copy.
 struct URLRewriter {
     /// How far back from a string's opening quote its member name is looked for: enough
@@ -37,16 +45,22 @@ struct URLRewriter {
     /// The members whose values are rewritten.
     private static let memberNames: [[UInt8]] = [Array("url".utf8), Array("fullUrl".utf8), Array("reference".utf8)]
 
-    private let pattern: [UInt8]
+    private let base: BaseURLPattern
+    /// `<BFF public URL>/fhir`, for a `Location`.
+    private let replacementBase: String
+    /// `"<BFF public URL>/fhir/`, and the same with each `/` written `\/`.
     private let replacement: [UInt8]
+    private let escapedReplacement: [UInt8]
     private var carry: [UInt8] = []
     /// The last bytes (at most `lookBehind`) before `carry`: where a member name begins when
     /// its value opens at the start of the next input.
     private var context = LookBehindBuffer()
 
     init(from base: String, to replacementBase: String) {
-        pattern = Array(("\"" + base + "/").utf8)
+        self.base = BaseURLPattern(base)
+        self.replacementBase = replacementBase
         replacement = Array(("\"" + replacementBase + "/").utf8)
+        escapedReplacement = replacement.flatMap { $0 == UInt8(ascii: "/") ? Array(#"\/"#.utf8) : [$0] }
     }
 
     /// Rewrites `chunk`; holds back a possible partial match at its end for the next call.
@@ -57,35 +71,48 @@ struct URLRewriter {
         carry = keep < input.count ? Array(input[keep...]) : []
         if matches.isEmpty { return keep == input.count ? input : Array(input[..<keep]) }
         var out: [UInt8] = []
-        out.reserveCapacity(keep + matches.count * max(0, replacement.count - pattern.count))
+        out.reserveCapacity(keep + matches.count * escapedReplacement.count)
         var copied = 0
         for match in matches {
-            out += input[copied..<match]
-            out += replacement
-            copied = match + pattern.count
+            out += input[copied..<match.at]
+            out += match.escaped ? escapedReplacement : replacement
+            copied = match.at + match.length
         }
         out += input[copied..<keep]
         return out
     }
 
-    /// Where the pattern starts in `bytes` as a rewritten member's value, and how much of
-    /// `bytes` can go out now (the rest may begin a match that the next chunk completes).
-    /// `context` holds the bytes just before `bytes`.
-    private func scan(_ bytes: UnsafeRawBufferPointer, context: UnsafeRawBufferPointer) -> (matches: [Int], keep: Int) {
-        guard let base = bytes.baseAddress, !pattern.isEmpty else { return ([], bytes.count) }
-        let n = bytes.count, m = pattern.count, first = Int32(pattern[0])
-        var matches: [Int] = []
+    /// A match: `"` and the EHR base with its `/` at `at`, `length` bytes.
+    private struct Found {
+        let at: Int
+        let length: Int
+        let escaped: Bool
+    }
+
+    /// The matches in `bytes` that are rewritten members' values, and how much of `bytes` can
+    /// go out now (the rest may begin a match that the next chunk completes). `context`
+    /// holds the bytes just before `bytes`.
+    private func scan(_ bytes: UnsafeRawBufferPointer, context: UnsafeRawBufferPointer) -> (matches: [Found], keep: Int) {
+        guard let start = bytes.baseAddress else { return ([], bytes.count) }
+        let n = bytes.count
+        var matches: [Found] = []
         var i = 0
-        while i < n, let hit = memchr(base + i, first, n - i) {
-            let at = base.distance(to: UnsafeRawPointer(hit))
-            let available = min(m, n - at)
-            let equal = pattern.withUnsafeBytes { memcmp(base + at, $0.baseAddress!, available) == 0 }
-            if equal && URLRewriter.isRewrittenMember(bytes, quote: at, context: context) {
-                if available < m { return (matches, at) } // a partial match at the end
-                matches.append(at)
-                i = at + m
-            } else {
-                i = at + 1
+        while i < n, let hit = memchr(start + i, Int32(UInt8(ascii: "\"")), n - i) {
+            let at = start.distance(to: UnsafeRawPointer(hit))
+            i = at + 1
+            // Most quotes open keys and values that cannot be the base: one byte tells.
+            if i < n && BaseURLPattern.lowercased(bytes[i]) != base.first { continue }
+            switch base.match(bytes, from: i, escapes: true) {
+            case .none:
+                continue
+            case .partial:
+                // Held back for the next chunk to complete, if it is a rewritten member's value.
+                if URLRewriter.isRewrittenMember(bytes, quote: at, context: context) { return (matches, at) }
+            case let .full(length, escaped):
+                if URLRewriter.isRewrittenMember(bytes, quote: at, context: context) {
+                    matches.append(Found(at: at, length: 1 + length, escaped: escaped))
+                    i = at + 1 + length
+                }
             }
         }
         return (matches, n)
@@ -133,9 +160,17 @@ struct URLRewriter {
         return carry
     }
 
-    /// A single URL (a `Location` header).
+    /// A single URL (a `Location` header): the base in any of its spellings but JSON's
+    /// escapes, followed by `/`, becomes `<BFF public URL>/fhir/`.
+    func rewrite(url: String) -> String {
+        let bytes = Array(url.utf8)
+        guard case let .full(length, _) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
+        return replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
+    }
+
+    /// A single URL (a `Location` header), with a rewriter made for it.
     static func rewrite(url: String, from base: String, to replacementBase: String) -> String {
-        url.hasPrefix(base + "/") ? replacementBase + url.dropFirst(base.count) : url
+        URLRewriter(from: base, to: replacementBase).rewrite(url: url)
     }
 }
 
