@@ -216,15 +216,15 @@ struct URLRewriterTests {
 
     @Test("a Location header is rewritten only under the EHR base")
     func location() {
-        #expect(URLRewriter.rewrite(url: Self.base + "/Patient/1/_history/2", from: Self.base, to: Self.publicBase)
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "/Patient/1/_history/2")
             == Self.publicBase + "/Patient/1/_history/2")
-        #expect(URLRewriter.rewrite(url: "https://elsewhere.example/x", from: Self.base, to: Self.publicBase) == "https://elsewhere.example/x")
-        #expect(URLRewriter.rewrite(url: Self.base + "x/Patient/1", from: Self.base, to: Self.publicBase) == Self.base + "x/Patient/1")
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: "https://elsewhere.example/x") == "https://elsewhere.example/x")
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "x/Patient/1") == Self.base + "x/Patient/1")
         // The same origin rules as in bodies; JSON's escapes are not a header's.
-        #expect(URLRewriter.rewrite(url: "HTTPS://EHR.Example:443/fhir/r4/Patient/1/_history/2", from: Self.base, to: Self.publicBase)
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: "HTTPS://EHR.Example:443/fhir/r4/Patient/1/_history/2")
             == Self.publicBase + "/Patient/1/_history/2")
         for url in ["https://ehr.example/FHIR/r4/Patient/1", "https://ehr.example:8443/fhir/r4/Patient/1", #"https:\/\/ehr.example\/fhir\/r4\/Patient\/1"#] {
-            #expect(URLRewriter.rewrite(url: url, from: Self.base, to: Self.publicBase) == url)
+            #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: url) == url)
         }
     }
 

@@ -167,11 +167,6 @@ struct URLRewriter {
         guard case let .full(length, _) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
         return replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
     }
-
-    /// A single URL (a `Location` header), with a rewriter made for it.
-    static func rewrite(url: String, from base: String, to replacementBase: String) -> String {
-        URLRewriter(from: base, to: replacementBase).rewrite(url: url)
-    }
 }
 
 /// The last `capacity` bytes of a stream, kept inline (a SIMD vector is a
