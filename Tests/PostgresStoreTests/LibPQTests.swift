@@ -67,7 +67,7 @@ struct LibPQTests {
             let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
             #expect(mode & 0o077 == 0, "\(path): \(String(mode, radix: 8))")
         }
-        let admin = ConnectionPool(url: cluster.url())
+        let admin = cluster.poolForLoad()
         defer { admin.close() }
         #expect(try await admin.query("SHOW unix_socket_permissions")[0].string(0) == "0700")
         #expect(try await admin.query("SHOW listen_addresses")[0].string(0) == "")
@@ -77,13 +77,13 @@ struct LibPQTests {
     func serverDefaultsPinned() async throws {
         let cluster = try await PostgresCluster.shared()
         let name = "t_" + String(UUID().uuidString.prefix(8)).lowercased().filter { $0.isLetter || $0.isNumber }
-        let url = try await cluster.createDatabase(name: name)
-        let admin = ConnectionPool(url: cluster.url())
+        _ = try await cluster.createDatabase(name: name)
+        let admin = cluster.poolForLoad()
         defer { admin.close() }
         // The name was made above from letters and digits.
         try await admin.query("ALTER DATABASE \(raw: name) SET bytea_output = 'escape'")
         try await admin.query("ALTER DATABASE \(raw: name) SET DateStyle = 'German, DMY'")
-        let pool = ConnectionPool(url: url)
+        let pool = cluster.poolForLoad(database: name)
         defer { pool.close() }
         let bytes: [UInt8] = [0, 1, 0x5C, 0x27, 0x7F, 0x80, 0xFF]
         let row = try await pool.query("SELECT \(bytes)::bytea, timestamptz '2024-02-29 23:59:58.25+00'")[0]
@@ -95,11 +95,11 @@ struct LibPQTests {
     func clientEncodingPinned() async throws {
         let cluster = try await PostgresCluster.shared()
         let name = "t_" + String(UUID().uuidString.prefix(8)).lowercased().filter { $0.isLetter || $0.isNumber }
-        let admin = ConnectionPool(url: cluster.url())
+        let admin = cluster.poolForLoad()
         defer { admin.close() }
         // The name was made above from letters and digits.
         try await admin.query("CREATE DATABASE \(raw: name) ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
-        let pool = ConnectionPool(url: cluster.url(database: name))
+        let pool = cluster.poolForLoad(database: name)
         defer { pool.close() }
         let row = try await pool.query("SELECT length(\("é")::text), \("é")::text")[0]
         #expect(try row.decode(Int.self, at: 0) == 1, "one character, not the two of its UTF-8 bytes")
