@@ -20,13 +20,13 @@ public enum AuditEventExport {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         var agent: JSONValue = ["type": ["coding": [["system": "http://terminology.hl7.org/CodeSystem/v3-ParticipationType", "code": "IRCP", "display": "information recipient"]]],
-                                "who": ["identifier": ["system": .string(e.iss), "value": .string(e.sub)]], "requestor": true]
-        if let fhirUser = e.fhirUser { agent = agent.setting("altId", .string(fhirUser)) }
+                                "who": who(e), "requestor": true]
+        if let fhirUser = e.fhirUser, !fhirUser.isEmpty { agent = agent.setting("altId", .string(fhirUser)) }
         var entities: [JSONValue] = [["what": ["identifier": ["value": .string(e.pathAndQuery)]],
                                       "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-entity-type", "code": "2", "display": "System Object"],
                                       "detail": [["type": "launch", "valueString": .string(e.launchHash)], ["type": "method", "valueString": .string(e.method)],
                                                  ["type": "bytes", "valueString": .string(String(e.bytes))]]]]
-        if let patient = e.patient {
+        if let patient = e.patient, !patient.isEmpty { // "Patient/" would name no one
             entities.append(["what": ["reference": .string("Patient/" + patient)],
                              "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-entity-type", "code": "1", "display": "Person"]])
         }
@@ -49,6 +49,19 @@ public enum AuditEventExport {
         }
         return event
     }
+
+    /// The agent: the user as the EHR's OpenID provider names them (`sub` under `iss`), or,
+    /// for a launch without `openid` (stored with `sub` ""), the launch itself, since FHIR
+    /// forbids an empty string and the trail must still say who read.
+    static func who(_ e: AuditEntry) -> JSONValue {
+        if !e.sub.isEmpty { return ["identifier": ["system": .string(e.iss), "value": .string(e.sub)]] }
+        return ["identifier": ["system": .string(launchIdentifierSystem), "value": .string(e.launchHash)],
+                "display": "no user identified (launch without openid)"]
+    }
+
+    /// The identifier system of launches in the trail: the value is the launch's hash (as in
+    /// the entity's `launch` detail).
+    public static let launchIdentifierSystem = "https://smart-bff.dev/fhir/launch-sha256"
 
     /// AuditEvent.outcome: success below 400, minor failure for 4xx, serious failure for
     /// 5xx and for no answer at all (status 0).
