@@ -12,15 +12,17 @@ public final class BFFRuntime: Sendable {
     public let server: HTTPServer
     public let pool: ConnectionPool
     private let sweeper: Sweeper
+    private let shutdownDeadline: Duration
 
     /// The bound port.
     public var port: Int { server.port }
 
-    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Sweeper) {
+    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Sweeper, shutdownDeadline: Duration) {
         self.services = services
         self.server = server
         self.pool = pool
         self.sweeper = sweeper
+        self.shutdownDeadline = shutdownDeadline
     }
 
     public struct Options: Sendable {
@@ -35,6 +37,10 @@ public final class BFFRuntime: Sendable {
         public var http = HTTPClient.Configuration()
         /// When the PHI audit writer commits, and how much may wait before reads are refused.
         public var audit = AuditWriter.Timing()
+        /// How long `shutdown` may take in all: it retries audit writes the database refuses
+        /// until then. Under the 30 s an orchestrator commonly waits after SIGTERM before it
+        /// kills the process (Kubernetes' `terminationGracePeriodSeconds`).
+        public var shutdownDeadline: Duration = .seconds(20)
         public var now: @Sendable () -> Date = { Date() }
         /// How often expired rows are deleted (and expired sessions' tokens revoked).
         public var sweepInterval: Duration = .seconds(60)
@@ -95,23 +101,26 @@ public final class BFFRuntime: Sendable {
                               onError: { error in
                                   logger.warning("sweep failed; retried in a minute", metadata: ["error": .string(String(describing: error))])
                               })
-        return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper)
+        return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper, shutdownDeadline: options.shutdownDeadline)
     }
 
-    /// Graceful stop: drain HTTP, flush the audit buffer, close the pool. Audit entries the
-    /// database would not take (it is away) are lost with the process: an error line says
-    /// how many.
+    /// Graceful stop, over by `Options.shutdownDeadline` (20 s) after the call: drain HTTP
+    /// (`gracePeriod`, which should leave the audit trail some of that time), write the audit
+    /// entries still buffered, retrying while the database refuses them (a failover, a
+    /// migration's lock) until the deadline, and close the pool. Entries still unwritten then
+    /// are lost with the process: an error line says how many (a count, never what they hold).
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
+        let deadline = ContinuousClock.now + shutdownDeadline
         await server.shutdown(gracePeriod: gracePeriod)
         sweeper.stop()
-        await services.audit.flush()
+        await services.audit.drain(until: deadline)
+        services.audit.stop()
         let unwritten = services.audit.status.pending
         if unwritten > 0 {
             services.logger.error("audit entries lost at shutdown: the database did not take them", metadata: [
                 "audit.entries": .stringConvertible(unwritten),
             ])
         }
-        services.audit.stop()
         pool.close()
     }
 

@@ -30,7 +30,7 @@ final class BFFHarness: Sendable {
                       refreshDeadline: Duration = .seconds(15),
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
-                      sweepInterval: Duration = .seconds(60),
+                      sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
@@ -76,6 +76,7 @@ final class BFFHarness: Sendable {
             // machine passes for a timeout.
             options.http.readTimeout = readTimeout
             if let auditMaxPending { options.audit.maxPending = auditMaxPending }
+            if let shutdownDeadline { options.shutdownDeadline = shutdownDeadline }
             options.refreshDeadline = refreshDeadline
             options.sweepInterval = sweepInterval
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))

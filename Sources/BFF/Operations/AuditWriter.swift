@@ -20,6 +20,7 @@ import Synchronization
 /// depend on later requests to be written. Meanwhile the entries wait in the writer, and
 /// once `maxPending` wait, `isBackedUp` tells the proxy to refuse reads (fail closed) rather
 /// than serve PHI whose access cannot be recorded, or hold entries until memory runs out.
+/// At shutdown, `drain(until:)` retries sooner (0.2 s, doubling up to 2 s) until a deadline.
 public final class AuditWriter: Sendable {
     /// When the writer sends and commits.
     public struct Timing: Sendable {
@@ -32,6 +33,10 @@ public final class AuditWriter: Sendable {
         /// Pause before the first retry of a failed write; it doubles with each failure in a
         /// row, up to 30 s.
         public var firstRetry: Duration = .milliseconds(500)
+        /// The same during a shutdown's `drain(until:)`: it doubles up to 2 s, so that a
+        /// database back after seconds (a failover, a migration's lock) gets the entries
+        /// before the deadline.
+        public var shutdownFirstRetry: Duration = .milliseconds(200)
         /// Entries recorded and not yet in the database at which `isBackedUp` turns true:
         /// about a minute of reads at 8 000 a second, some 100 MB.
         public var maxPending = 500_000
@@ -39,6 +44,7 @@ public final class AuditWriter: Sendable {
     }
 
     static let longestRetry: Duration = .seconds(30)
+    static let longestShutdownRetry: Duration = .seconds(2)
 
     /// The trail's state for `/metrics`.
     public struct Status: Sendable, Equatable {
@@ -54,6 +60,10 @@ public final class AuditWriter: Sendable {
         /// `written` at which everything recorded before the flush is in the database.
         let target: Int
         let continuation: CheckedContinuation<Void, Never>
+        /// A shutdown's drain: it waits through failed writes (until its deadline), where
+        /// a flush gives up at the first.
+        var draining = false
+        var id: UInt64 = 0
     }
 
     private struct State {
@@ -72,17 +82,25 @@ public final class AuditWriter: Sendable {
         var flushWaiters: [FlushWaiter] = []
         /// `stop()` was called: no writer starts, and the running one ends.
         var stopped = false
+        /// `drain(until:)` was called: failed writes are retried on the shutdown's schedule.
+        var draining = false
+        var nextWaiterID: UInt64 = 0
         /// The writer's pause under way, which a flush ends early.
         var pause: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
         var nextPauseID: UInt64 = 0
 
         /// The writer commits what it has at once, without pausing.
         var hurry: Bool { !flushWaiters.isEmpty || stopped }
+        /// A failed write is retried at once: a flush waits for it (a drain waits through the
+        /// pauses between retries instead).
+        var retryNow: Bool { stopped || flushWaiters.contains { !$0.draining } }
 
-        /// The flush waiters whose entries are all written (all of them, with `everyone`).
-        mutating func satisfiedWaiters(everyone: Bool = false) -> [CheckedContinuation<Void, Never>] {
-            let done = flushWaiters.filter { everyone || $0.target <= written }
-            flushWaiters.removeAll { everyone || $0.target <= written }
+        /// The flush waiters whose entries are all written (all of them, with `everyone`;
+        /// all but the drains, with `failed`).
+        mutating func satisfiedWaiters(everyone: Bool = false, failed: Bool = false) -> [CheckedContinuation<Void, Never>] {
+            let isDone = { (waiter: FlushWaiter) in everyone || (failed && !waiter.draining) || waiter.target <= self.written }
+            let done = flushWaiters.filter(isDone)
+            flushWaiters.removeAll(where: isDone)
             return done.map(\.continuation)
         }
     }
@@ -163,19 +181,50 @@ public final class AuditWriter: Sendable {
     }
 
     /// Returns once everything recorded before the call is in the database, or after a write
-    /// of it has failed (the entries are kept and retried). Ends the writer's pauses, so it
-    /// commits what it has at once.
+    /// of it has failed (the entries are kept and retried), or at once after `stop()`. Ends
+    /// the writer's pauses, so it commits what it has at once.
     public func flush() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let (waiting, pause) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
                 let target = state.written + state.writing + state.buffer.count
-                guard state.written < target else { return (false, nil) }
+                guard state.written < target, !state.stopped else { return (false, nil) }
                 state.flushWaiters.append(FlushWaiter(target: target, continuation: continuation))
                 defer { state.pause = nil }
                 return (true, state.pause?.continuation)
             }
             if !waiting { continuation.resume() }
             pause?.resume()
+        }
+    }
+
+    /// For a shutdown: returns once everything recorded before the call is in the database,
+    /// or at `deadline`, whichever comes first (`status.pending` then says what is left).
+    /// Ends the writer's pauses, so it commits what it has (or retries) at once; from then
+    /// on a failed write is retried 0.2 s later, then at doubling intervals up to 2 s, not
+    /// up to 30 s: a database that refuses writes for seconds (a failover, a migration's
+    /// lock) loses nothing. A write still under way at the deadline is not waited for.
+    public func drain(until deadline: ContinuousClock.Instant) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let (id, pause) = state.withLock { state -> (UInt64?, CheckedContinuation<Void, Never>?) in
+                let target = state.written + state.writing + state.buffer.count
+                guard state.written < target, !state.stopped else { return (nil, nil) }
+                if !state.draining { (state.draining, state.failures) = (true, 0) } // the shutdown's retries start at 0.2 s
+                state.nextWaiterID += 1
+                state.flushWaiters.append(FlushWaiter(target: target, continuation: continuation, draining: true, id: state.nextWaiterID))
+                defer { state.pause = nil }
+                return (state.nextWaiterID, state.pause?.continuation)
+            }
+            guard let id else { return continuation.resume() }
+            pause?.resume()
+            // A Dispatch timer: the deadline holds however busy the Swift concurrency pool is,
+            // and whatever the write under way waits for.
+            DispatchQueue.global().asyncAfter(deadline: .now() + max(0, (deadline - .now).seconds)) { [self] in
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard let index = state.flushWaiters.firstIndex(where: { $0.draining && $0.id == id }) else { return nil }
+                    return state.flushWaiters.remove(at: index).continuation
+                }
+                waiter?.resume()
+            }
         }
     }
 
@@ -214,7 +263,7 @@ public final class AuditWriter: Sendable {
                 written(count)
             } catch {
                 held.rewind()
-                await pause(failed())
+                await pause(failed(), retry: true)
             }
         }
     }
@@ -251,15 +300,17 @@ public final class AuditWriter: Sendable {
     }
 
     /// Counts a failed write (its entries stay with the writer, first in line); returns the
-    /// pause before the retry. Every flush waiting gives up (its entries stay pending). The
-    /// log gives how many entries wait, not what they hold: a server message may quote a
-    /// value, and values are PHI.
+    /// pause before the retry. Every flush waiting gives up (its entries stay pending); a
+    /// drain waits on. The log gives how many entries wait, not what they hold: a server
+    /// message may quote a value, and values are PHI.
     private func failed() -> Duration {
         let (retry, waiting, done) = state.withLock { state in
             state.failures += 1
             state.failedWrites += 1
-            return (AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry), state.buffer.count + state.writing,
-                    state.satisfiedWaiters(everyone: true))
+            let retry = state.draining
+                ? AuditWriter.retryDelay(afterFailures: state.failures, first: timing.shutdownFirstRetry, longest: AuditWriter.longestShutdownRetry)
+                : AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry)
+            return (retry, state.buffer.count + state.writing, state.satisfiedWaiters(failed: true))
         }
         logger.error("audit write failed; will retry", metadata: [
             "audit.entries": .stringConvertible(waiting),
@@ -270,11 +321,12 @@ public final class AuditWriter: Sendable {
     }
 
     /// Waits `duration` on a Dispatch timer (a sleeping task can wake late when the Swift
-    /// concurrency pool is busy), or less if a flush comes: none at all while one waits.
-    private func pause(_ duration: Duration) async {
+    /// concurrency pool is busy), or less if a flush comes: none at all while one waits. The
+    /// pause before a `retry` is kept while only a drain waits.
+    private func pause(_ duration: Duration, retry: Bool = false) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let id = state.withLock { state -> UInt64? in
-                if state.hurry { return nil }
+                if retry ? state.retryNow : state.hurry { return nil }
                 state.nextPauseID += 1
                 state.pause = (state.nextPauseID, continuation)
                 return state.nextPauseID
@@ -291,8 +343,8 @@ public final class AuditWriter: Sendable {
         }
     }
 
-    /// `first`, twice that, four times... up to 30 s.
-    static func retryDelay(afterFailures failures: Int, first: Duration) -> Duration {
-        min(longestRetry, first * (1 << min(max(failures - 1, 0), 10)))
+    /// `first`, twice that, four times... up to `longest`.
+    static func retryDelay(afterFailures failures: Int, first: Duration, longest: Duration = longestRetry) -> Duration {
+        min(longest, first * (1 << min(max(failures - 1, 0), 10)))
     }
 }

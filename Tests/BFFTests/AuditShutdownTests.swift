@@ -1,0 +1,87 @@
+import BFF
+import BFFTesting
+import Foundation
+import JSON
+import Testing
+
+@Suite("PHI access audit at shutdown")
+struct AuditShutdownTests {
+    @Test("a stop while the audit table is locked for longer than a write waits (a migration, a failover) retries until the table is free: every entry stored, no loss logged")
+    func lockAtShutdownLosesNothing() async throws {
+        let h = try await BFFHarness.start() // the default shutdown deadline, 20 s
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        let lock = try await AuditTableLock.take(h.database.url)
+        let paths = ["/Patient/pat-1", "/Observation?patient=pat-1", "/Patient/nobody"]
+        for path in paths { _ = try await browser.api(h.baseURL + "/fhir" + path, launch: launch) }
+
+        let stopping = Task { await h.bff.shutdown(gracePeriod: .milliseconds(100)) }
+        // The write waits for the lock 5 s (the writer's lock_timeout) and fails, during the
+        // stop; the lock goes only after that, so a stop that gave up at the first failure
+        // would lose the entries.
+        let failed = ContinuousClock.now + .seconds(60) // a no-hang limit only
+        while !h.logs.captured.contains(where: { $0.contains("audit write failed") }) && ContinuousClock.now < failed {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(h.logs.captured.contains { $0.contains("audit write failed") }, "no write failed while the table was locked")
+        try await lock.release()
+        await stopping.value
+
+        #expect(!h.logs.captured.contains { $0.contains("audit entries lost at shutdown") }, "\(h.logs.captured.suffix(3))")
+        #expect(h.bff.services.audit.status.pending == 0, "\(h.bff.services.audit.status)")
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.pathAndQuery) == paths)
+    }
+
+    @Test("a stop while the audit table stays locked ends by the shutdown deadline, without waiting for the write under way, and logs how many entries are lost")
+    func lockPastTheDeadline() async throws {
+        // A deadline well under the 5 s a write waits for the lock (the writer's lock_timeout):
+        // the stop must end while that write still waits.
+        let h = try await BFFHarness.start(shutdownDeadline: .milliseconds(500))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        let lock = try await AuditTableLock.take(h.database.url)
+        defer { Task { try await lock.release() } }
+        for _ in 0..<3 { #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200) }
+
+        let started = ContinuousClock.now
+        await h.bff.shutdown(gracePeriod: .milliseconds(100))
+        let took = ContinuousClock.now - started
+
+        let lines = h.logs.captured
+        let lost = lines.filter { $0.contains("audit entries lost at shutdown") }
+        #expect(lost.count == 1, "\(lines.suffix(3))")
+        let entries = try JSONParser.parse(Array((lost.first ?? "{}").utf8))["audit.entries"]
+        #expect((entries?.stringValue.flatMap(Int.init) ?? entries?.intValue) == 3, "\(lost)")
+        // The loss is logged before the write under way fails (at 5 s): the stop did not wait
+        // for it. The time, taken on this task, which a loaded machine can hold back, gets a
+        // margin: well above the deadline, still below the 5 s.
+        #expect(!lines.contains { $0.contains("audit write failed") }, "the stop waited for the write: \(lines.suffix(3))")
+        #expect(took < .seconds(4), "the stop took \(took)")
+    }
+
+    @Test("a stop while the database is away retries on a short schedule until the deadline, then says how many audit entries it could not write")
+    func auditLostAtShutdownIsLogged() async throws {
+        // The second read must find the session in the proxy's cache after the database is
+        // taken away, however long that takes on a loaded machine.
+        let h = try await BFFHarness.start(proxyCacheSeconds: 300, shutdownDeadline: .seconds(3))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        // The session is still in the proxy's cache: the read goes through, its entry cannot be written.
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        let failedBefore = h.bff.services.audit.status.failedWrites
+        await h.bff.shutdown(gracePeriod: .milliseconds(100))
+        // Retries 0.2 s, 0.4 s, 0.8 s... apart within the 3 s: several, where a stop that
+        // gives up at the first failure makes one.
+        #expect(h.bff.services.audit.status.failedWrites - failedBefore >= 3, "\(h.bff.services.audit.status)")
+        let lost = h.logs.captured.filter { $0.contains("audit entries lost at shutdown") }
+        #expect(lost.count == 1, "\(h.logs.captured.suffix(5))")
+        let entries = try JSONParser.parse(Array((lost.first ?? "{}").utf8))["audit.entries"]
+        #expect(entries?.stringValue.flatMap(Int.init) ?? entries?.intValue ?? 0 >= 1, "\(lost)")
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+    }
+}
