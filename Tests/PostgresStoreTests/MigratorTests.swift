@@ -1,6 +1,8 @@
 import BFFTesting
+import Cryptography
 import Foundation
 import PostgresStore
+import Sessions
 import Testing
 
 @Suite("Migrator")
@@ -49,6 +51,43 @@ struct MigratorTests {
         #expect(try await bad.pendingCount(pool) == 1)
         let names = try await pool.query("SELECT name FROM schema_migrations ORDER BY version").map { try $0.string(0) }
         #expect(names == ["first", "second"])
+    }
+
+    @Test("0004: audit rows stored before it get the migration's time as recorded_at; later rows the time their COPY writes them, not the transaction's start")
+    func auditRecordedAt() async throws {
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
+        defer { pool.close() }
+        let all = try Migrator(directory: RepositoryPaths.migrations)
+        try await Migrator(migrations: all.migrations.filter { $0.version < 4 }).migrate(pool)
+        try await pool.query("""
+            INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
+            SELECT now() - n * interval '1 day', 'h', 'i', 's', 'GET', '/Patient/' || n, 200, n FROM generate_series(1, 3) AS n
+            """)
+        #expect(try await all.migrate(pool) == [4])
+        let old = try await pool.query("""
+            SELECT count(DISTINCT recorded_at), bool_and(recorded_at = (SELECT applied_at FROM schema_migrations WHERE version = 4)) FROM audit_events
+            """)
+        #expect(try old[0].int(0) == 1 && old[0].bool(1))
+
+        // Two pieces of one COPY, 300 ms apart: stamped apart.
+        let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
+        var pieces = 0
+        try await store.appendAudit(streaming: {
+            pieces += 1
+            guard pieces <= 2 else { return nil }
+            if pieces == 2 { try? await Task.sleep(for: .milliseconds(300)) }
+            return [AuditEntry(at: Date(), launchHash: "h", iss: "i", sub: "s", fhirUser: nil, patient: nil, method: "GET",
+                               pathAndQuery: "/Patient/new-\(pieces)", upstreamStatus: 200, bytes: 1)]
+        })
+        let new = try await pool.query("""
+            SELECT extract(epoch from max(recorded_at) - min(recorded_at)) FROM audit_events WHERE path LIKE '/Patient/new-%'
+            """)
+        #expect(try new[0].double(0) >= 0.3)
+        let index = try await pool.query("""
+            SELECT am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
+            WHERE i.indrelid = 'audit_events'::regclass AND c.relname = 'audit_events_recorded_at'
+            """)
+        #expect(try index.first?.string(0) == "brin")
     }
 
     @Test("files not named NNNN_name.sql are refused")
