@@ -65,7 +65,7 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .executableTarget(name: "BFFServer",
-                          dependencies: ["BFF", "Sandbox", "HTTPCore", "PostgresStore",
+                          dependencies: ["BFF", "Sandbox", "HTTPCore", "PostgresStore", "Sessions",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: swiftSettings),

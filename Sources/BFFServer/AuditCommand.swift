@@ -3,6 +3,7 @@ import BFF
 import Cryptography
 import Foundation
 import PostgresStore
+import Sessions
 
 /// `smart-bff audit export [--since TIME]`: the PHI access trail as NDJSON FHIR R4 AuditEvents.
 struct AuditCommand: AsyncParsableCommand {
@@ -12,25 +13,32 @@ struct AuditCommand: AsyncParsableCommand {
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "export", abstract: "Write the audit trail as NDJSON FHIR R4 AuditEvent resources.")
 
-        @Option(help: "Only entries at or after this ISO 8601 time (e.g. 2026-11-01T00:00:00Z).") var since: String?
+        @Option(help: ArgumentHelp("Only entries recorded at or after this ISO 8601 time, to the microsecond (e.g. 2026-11-01T00:00:00Z, or the 'next --since' the previous export printed).",
+                                   discussion: "Entries are selected by when they were stored, not by when the read they record was made (the AuditEvent's 'recorded'): an entry is stored after the response and after any retries while the database was away. The export stops at entries stored 2 minutes ago, the longest a write can take to commit, and prints that bound on standard error as 'next --since: TIME'. Running the next export with it delivers every later entry exactly once."))
+        var since: String?
 
         func run() async throws {
             guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
                 FileHandle.standardError.write(Data("smart-bff: configuration error\nDATABASE_URL: required\n".utf8))
                 throw ExitCode(78)
             }
-            var start: Date?
+            var start: AuditInstant?
             if let since {
-                guard let date = ISO8601DateFormatter().date(from: since) else { throw ValidationError("--since: expected an ISO 8601 time such as 2026-11-01T00:00:00Z") }
-                start = date
+                guard let instant = AuditInstant(iso8601: since) else {
+                    throw ValidationError("--since: expected an ISO 8601 time such as 2026-11-01T00:00:00Z or 2026-11-01T00:00:00.123456Z")
+                }
+                start = instant
             }
             let pool = ConnectionPool(url: url)
             defer { pool.close() }
             // The key is not needed to read the audit trail; any key serves the store here.
             let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
-            try await AuditEventExport.export(from: store, since: start) { lines in
+            let next = try await AuditEventExport.export(from: store, since: start) { lines in
                 FileHandle.standardOutput.write(Data(lines.utf8))
             }
+            // Only once everything is written: a failed export prints no bound, and is run
+            // again from the same --since.
+            FileHandle.standardError.write(Data("next --since: \(next.iso8601)\n".utf8))
         }
     }
 }

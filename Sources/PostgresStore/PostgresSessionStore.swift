@@ -249,34 +249,6 @@ public final class PostgresSessionStore: SessionStore {
 
     // MARK: Audit and upkeep
 
-    public func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws {
-        // Keyset paging on (at, id), the primary key: each page is one index range scan, however long the
-        // trail. The cursor holds `at` as whole microseconds, exact where a Double is not, and
-        // goes back as whole seconds plus microseconds: `micros * interval '1 microsecond'`
-        // multiplies in floating point, inexact beyond 2^53 µs (the 23rd century), where the
-        // cursor would land beside its row and a page could repeat forever.
-        var cursor: (micros: Int, id: Int)?
-        while true {
-            let (cursorSeconds, cursorMicros) = (cursor?.micros ?? 0).quotientAndRemainder(dividingBy: 1_000_000)
-            let rows = try await pool.query("""
-                SELECT id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes,
-                       (extract(epoch from at) * 1000000)::bigint, text_escaped
-                FROM audit_events
-                WHERE at >= to_timestamp(\(since.map(PostgresValue.date) ?? .double(0)))
-                  AND (\(cursor == nil) OR (at, id) > (to_timestamp(\(cursorSeconds)::bigint) + \(cursorMicros)::bigint * interval '1 microsecond', \(cursor?.id ?? 0)::bigint))
-                ORDER BY at, id LIMIT \(max(1, pageSize))
-                """)
-            guard let last = rows.last else { return }
-            try await body(try rows.map { r in
-                AuditEntry(id: Int64(try r.int(0)), at: try r.date(1), launchHash: try r.string(2), iss: try r.string(3), sub: try r.string(4),
-                           fhirUser: r[5], patient: r[6], method: try r.string(7), pathAndQuery: try r.string(8),
-                           upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)), textEscaped: try r.bool(12))
-            })
-            if rows.count < pageSize { return }
-            cursor = (try last.int(11), try last.int(0))
-        }
-    }
-
     public func endExpiredSessions(now: Date, limit: Int) async throws -> [(LaunchRecord, TokenSet)] {
         try await pool.withTransaction { c in
             let expired = try await c.query("""

@@ -110,9 +110,14 @@ public struct AuditEntry: Sendable, Equatable {
     /// The text fields were stored percent-escaped because the database refused them as
     /// they were (see `SessionStore.appendAudit`).
     public var textEscaped: Bool
+    /// When the store wrote the entry (its clock; nil until then). `at` is when the EHR's
+    /// answer arrived: the entry is stored after the body streamed, and after any retries
+    /// while the database was away.
+    public var recordedAt: AuditInstant?
 
     public init(id: Int64? = nil, at: Date, launchHash: String, iss: String, sub: String, fhirUser: String?, patient: String?,
-                method: String, pathAndQuery: String, upstreamStatus: Int, bytes: Int64, textEscaped: Bool = false) {
+                method: String, pathAndQuery: String, upstreamStatus: Int, bytes: Int64, textEscaped: Bool = false,
+                recordedAt: AuditInstant? = nil) {
         self.id = id
         self.at = at
         self.launchHash = launchHash
@@ -125,6 +130,7 @@ public struct AuditEntry: Sendable, Equatable {
         self.upstreamStatus = upstreamStatus
         self.bytes = bytes
         self.textEscaped = textEscaped
+        self.recordedAt = recordedAt
     }
 }
 

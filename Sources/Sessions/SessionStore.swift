@@ -83,9 +83,14 @@ public protocol SessionStore: Sendable {
     /// piece `next` returns is sent to the database at once, and when it returns nil the
     /// entries are committed. `next` may wait for entries before it returns.
     func appendAudit(streaming next: () async -> [AuditEntry]?) async throws
-    /// Calls `body` with the audit entries at or after `since`, oldest first (by time, then
-    /// in the order written), at most `pageSize` at a time: the trail is never read whole.
-    func forEachAuditPage(since: Date?, pageSize: Int, _ body: ([AuditEntry]) async throws -> Void) async throws
+    /// Calls `body` with the audit entries recorded (stored: `AuditEntry.recordedAt`) at or
+    /// after `since` (nil: from the first) and before `until`, in the order recorded, at most
+    /// `pageSize` at a time: the trail is never read whole. Each entry comes once, provided
+    /// every entry recorded before `until` is committed when the call begins.
+    func forEachAuditPage(recordedSince since: AuditInstant?, before until: AuditInstant, pageSize: Int,
+                          _ body: ([AuditEntry]) async throws -> Void) async throws
+    /// The clock that stamps `AuditEntry.recordedAt` (the database's), now.
+    func auditClock() async throws -> AuditInstant
     /// Deletes up to `limit` sessions that expired by `now` and held launches, oldest first;
     /// returns each launch with its tokens, which the caller revokes at the EHR. Concurrent
     /// callers (several instances) take different sessions.

@@ -7,6 +7,100 @@ import Testing
 
 @Suite("PHI access audit export")
 struct AuditExportTests {
+    @Test("audit export writes one AuditEvent line per entry, in the order recorded, a page per write")
+    func export() async throws {
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        try await database.store.appendAudit((0..<12).map { i in entry("/Patient/\(i)", at: start.addingTimeInterval(Double(i))) })
+        var writes: [String] = []
+        // No settle time: the entries were stored a moment ago.
+        try await AuditEventExport.export(from: database.store, since: nil, settle: .zero, pageSize: 5) { writes.append($0) }
+        #expect(writes.count == 3)
+        for line in writes.joined().split(separator: "\n") {
+            #expect(try JSONParser.parse(Array(line.utf8))["resourceType"]?.stringValue == "AuditEvent")
+        }
+        #expect(try Self.paths(writes.joined()) == (0..<12).map { "/Patient/\($0)" })
+    }
+
+    @Test("an entry stored after an export, for a read made 30 s before that export's bound, is in the next export from the bound it returned")
+    func entryStoredLate() async throws {
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        let store = database.store
+        try await store.appendAudit([entry("/Patient/early", at: Date().addingTimeInterval(-900))])
+        try await database.pool.query("UPDATE audit_events SET recorded_at = recorded_at - interval '10 minutes'") // long settled
+        var first = ""
+        let bound = try await AuditEventExport.export(from: store, since: AuditInstant(Date().addingTimeInterval(-3_600))) { first += $0 }
+        #expect(try Self.paths(first) == ["/Patient/early"])
+        let now = try await store.auditClock()
+        #expect(bound <= now - AuditEventExport.settle && bound > now - .seconds(600), "\(bound) against the database's \(now)")
+
+        // The read was made 30 s before the bound; its entry is stored after the export ran
+        // (the body took long, or the database was away): here, stamped at the bound itself,
+        // the first instant the export left out.
+        try await store.appendAudit([entry("/Patient/late", at: bound.date.addingTimeInterval(-30))])
+        try await database.pool.query("UPDATE audit_events SET recorded_at = \(bound.iso8601)::timestamptz WHERE path = '/Patient/late'")
+        var second = ""
+        let next = try await AuditEventExport.export(from: store, since: bound) { second += $0 }
+        #expect(try Self.paths(second) == ["/Patient/late"])
+        #expect(next > bound)
+        // The AuditEvent's `recorded` is still when the read was made (to the millisecond).
+        let recorded = try JSONParser.parse(Array(second.utf8.dropLast()))["recorded"]?.stringValue.flatMap { AuditInstant(iso8601: $0) }
+        let read = AuditInstant(bound.date.addingTimeInterval(-30))
+        #expect(recorded.map { abs($0.microsecondsSince1970 - read.microsecondsSince1970) < 1_000 } == true, "\(String(describing: recorded)), read at \(read)")
+    }
+
+    @Test("entries stored within the settle time are left out, and delivered once by a later export from the bound")
+    func settleTime() async throws {
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        let store = database.store
+        let since = AuditInstant(Date().addingTimeInterval(-3_600))
+        try await store.appendAudit([entry("/Patient/just-stored", at: Date())]) // stamped now by the database
+        var first = ""
+        let bound = try await AuditEventExport.export(from: store, since: since) { first += $0 }
+        #expect(first.isEmpty, "an entry stored a moment ago was exported: its COPY's neighbours might not be committed yet")
+
+        // The next run, once the settle time has passed: the same, with the clock 2 minutes on.
+        var later = ""
+        let next = try await AuditEventExport.export(from: store, since: bound, settle: .zero) { later += $0 }
+        #expect(try Self.paths(later) == ["/Patient/just-stored"])
+        var again = ""
+        try await AuditEventExport.export(from: store, since: next, settle: .zero) { again += $0 }
+        #expect(again.isEmpty, "delivered twice")
+    }
+
+    @Test("--since takes the printed bound back exactly, fractions of a second included, and the forms it took before")
+    func sinceParsing() async throws {
+        let micros = { (text: String) in AuditInstant(iso8601: text)?.microsecondsSince1970 }
+        #expect(micros("2026-11-25T16:40:00.123456Z") == 1_795_624_800_123_456)
+        #expect(micros("2026-11-25T16:40:00.5Z") == 1_795_624_800_500_000)
+        #expect(micros("2026-11-25T17:40:00.000001+01:00") == 1_795_624_800_000_001)
+        #expect(micros("2026-11-25T16:40:00.1234569Z") == 1_795_624_800_123_456) // beyond the microsecond: dropped
+        #expect(micros("2026-11-25T16:40:00Z") == 1_795_624_800_000_000)
+        #expect(micros("2026-11-25T17:40:00+01:00") == 1_795_624_800_000_000)
+        for bad in ["2026-11-25T16:40:00.Z", "2026-11-25 16:40", "yesterday", "2026-11-25T16:40:00.12a3Z", ""] {
+            #expect(AuditInstant(iso8601: bad) == nil, "\(bad)")
+        }
+        let printed = AuditInstant(microsecondsSince1970: 1_795_624_800_123_456)
+        #expect(printed.iso8601 == "2026-11-25T16:40:00.123456Z")
+        #expect(AuditInstant(microsecondsSince1970: 0).iso8601 == "1970-01-01T00:00:00.000000Z")
+        #expect(AuditInstant(microsecondsSince1970: -1).iso8601 == "1969-12-31T23:59:59.999999Z")
+        #expect(AuditInstant(microsecondsSince1970: 951_782_400_000_000).iso8601 == "2000-02-29T00:00:00.000000Z")
+
+        // Against the trail, to the microsecond: two entries stamped a microsecond apart.
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        try await database.store.appendAudit([entry("/Patient/a", at: Date()), entry("/Patient/b", at: Date())])
+        try await database.pool.query("""
+            UPDATE audit_events SET recorded_at = timestamptz '2026-11-25 16:40:00.123455+00' + CASE path WHEN '/Patient/a' THEN interval '0' ELSE interval '1 microsecond' END
+            """)
+        var lines = ""
+        try await AuditEventExport.export(from: database.store, since: AuditInstant(iso8601: "2026-11-25T16:40:00.123456Z")) { lines += $0 }
+        #expect(try Self.paths(lines) == ["/Patient/b"])
+    }
+
     @Test("a read by a launch without openid (no sub, no patient) exports as valid FHIR: no empty string, and the agent is the launch")
     func readWithoutUser() async throws {
         let database = try await TestDatabase.make()
@@ -16,7 +110,7 @@ struct AuditExportTests {
                        method: "GET", pathAndQuery: "/Observation?code=1234-5", upstreamStatus: 200, bytes: 17),
         ])
         var lines = ""
-        try await AuditEventExport.export(from: database.store, since: nil) { lines += $0 }
+        try await AuditEventExport.export(from: database.store, since: nil, settle: .zero) { lines += $0 }
         let events = try lines.split(separator: "\n").map { try JSONParser.parse(Array($0.utf8)) }
         #expect(events.count == 1)
         for event in events {
@@ -27,6 +121,18 @@ struct AuditExportTests {
             #expect(who?["display"]?.stringValue?.isEmpty == false)
             let references = event["entity"]?.arrayValue?.compactMap { $0["what"]?["reference"]?.stringValue } ?? []
             #expect(references.isEmpty, "a patient entity for no patient: \(references)")
+        }
+    }
+
+    private func entry(_ path: String, at: Date) -> AuditEntry {
+        AuditEntry(at: at, launchHash: "launch-hash", iss: "https://ehr.example/fhir", sub: "practitioner-1", fhirUser: nil,
+                   patient: "pat-1", method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: 1398)
+    }
+
+    /// The path and query of each AuditEvent in `ndjson`, in order.
+    static func paths(_ ndjson: String) throws -> [String] {
+        try ndjson.split(separator: "\n").map { line in
+            try JSONParser.parse(Array(line.utf8))["entity"]?.arrayValue?.first?["what"]?["identifier"]?["value"]?.stringValue ?? "?"
         }
     }
 

@@ -1,7 +1,6 @@
 import BFF
 import BFFTesting
 import Foundation
-import JSON
 import Logging
 import PostgresStore
 import Sessions
@@ -198,27 +197,6 @@ struct AuditWriterTests {
         }
         #expect(!writer.isBackedUp)
         #expect(try await database.store.auditEntries(since: nil).count == 4)
-    }
-
-    @Test("audit export writes one AuditEvent line per entry, oldest first, a page per write")
-    func export() async throws {
-        let database = try await TestDatabase.make()
-        defer { database.pool.close() }
-        let start = Date(timeIntervalSince1970: 1_800_000_000)
-        try await database.store.appendAudit((0..<12).map { i in
-            AuditEntry(at: start.addingTimeInterval(Double(11 - i)), launchHash: "h", iss: "https://ehr.example/fhir", sub: "s",
-                       fhirUser: nil, patient: "pat-1", method: "GET", pathAndQuery: "/Patient/\(i)", upstreamStatus: 200, bytes: 1)
-        })
-        var writes: [String] = []
-        try await AuditEventExport.export(from: database.store, since: nil, pageSize: 5) { writes.append($0) }
-        #expect(writes.count == 3)
-        let lines = writes.joined().split(separator: "\n")
-        let paths = try lines.map { line -> String? in
-            let event = try JSONParser.parse(Array(line.utf8))
-            #expect(event["resourceType"]?.stringValue == "AuditEvent")
-            return event["entity"]?.arrayValue?.first?["what"]?["identifier"]?["value"]?.stringValue
-        }
-        #expect(paths == (0..<12).reversed().map { "/Patient/\($0)" })
     }
 
     /// A `COPY` into this database's audit table (the view covers the whole cluster, where

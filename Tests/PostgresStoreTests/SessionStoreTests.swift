@@ -180,49 +180,67 @@ struct SessionStoreTests {
         }
     }
 
-    @Test("the audit trail is read a page at a time: every entry once, oldest first, ties in the order written; since is honoured")
+    @Test("the audit trail is read a page at a time, in the order recorded (then by at, then as written): every entry once; since and until are honoured")
     func auditPages() async throws {
         let db = try await TestDatabase.make()
-        // 23 entries on 5 distinct instants (microsecond fractions included), written in two batches.
-        let instants = [0.000_001, 1.3, 2.700_001, 3.999_999, 4.123_457].map { now.addingTimeInterval($0) }
-        let entries = (0..<23).map { i in
-            AuditEntry(at: instants[i % 5], launchHash: "h", iss: "i", sub: "s", fhirUser: nil, patient: nil, method: "GET",
-                       pathAndQuery: "/Patient/\(i)", upstreamStatus: 200, bytes: Int64(i))
-        }
-        try await db.store.appendAudit(Array(entries[..<11]))
-        try await db.store.appendAudit(Array(entries[11...]))
-        let expected = entries.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element.pathAndQuery)
-        for pageSize in [1, 4, 5, 23, 100] {
+        // 23 entries recorded at 5 distinct instants (microsecond fractions included), each
+        // instant shared by entries whose `at` differs, and whose `at` order is not the
+        // recorded order.
+        let recorded = [0.000_001, 1.3, 2.700_001, 3.999_999, 4.123_457].map { AuditInstant(microsecondsSince1970: 1_800_000_000_000_000 + Int64(($0 * 1e6).rounded())) }
+        try await db.pool.query("""
+            INSERT INTO audit_events (at, recorded_at, launch_hash, iss, sub, method, path, upstream_status, bytes)
+            SELECT timestamptz '2027-01-15 08:00:00+00' - (n % 3) * interval '1 second' - (n % 5) * interval '1 minute',
+                   (ARRAY[\(recorded[0].iso8601), \(recorded[1].iso8601), \(recorded[2].iso8601), \(recorded[3].iso8601), \(recorded[4].iso8601)])[n % 5 + 1]::timestamptz,
+                   'h', 'i', 's', 'GET', '/Patient/' || n, 200, n
+            FROM generate_series(0, 22) AS n
+            """)
+        let expected = (0..<23).sorted { a, b in (a % 5, -(a % 3), a) < (b % 5, -(b % 3), b) }.map { "/Patient/\($0)" }
+        let until = AuditInstant(microsecondsSince1970: 1_900_000_000_000_000)
+        for pageSize in [1, 2, 4, 5, 23, 100] {
             var pages: [[AuditEntry]] = []
-            try await db.store.forEachAuditPage(since: nil, pageSize: pageSize) { pages.append($0) }
+            try await db.store.forEachAuditPage(recordedSince: nil, before: until, pageSize: pageSize) { page in
+                pages.append(page)
+                if pages.count > 23 { throw CancellationError() } // a cursor that repeats would page forever
+            }
             #expect(pages.flatMap { $0 }.map(\.pathAndQuery) == expected, "page size \(pageSize)")
-            #expect(pages.allSatisfy { $0.count <= pageSize } && pages.count == (23 + pageSize - 1) / pageSize)
+            #expect(pages.allSatisfy { $0.count <= pageSize && !$0.isEmpty })
         }
-        var recent: [AuditEntry] = []
-        try await db.store.forEachAuditPage(since: instants[3], pageSize: 2) { recent += $0 }
-        #expect(recent.count == 8 && recent.allSatisfy { $0.at >= instants[3].addingTimeInterval(-0.000_001) }, "\(recent.count)")
+        var window: [AuditEntry] = [] // [recorded[1], recorded[3]): the instants 1 and 2, to the microsecond
+        try await db.store.forEachAuditPage(recordedSince: recorded[1], before: recorded[3], pageSize: 2) { window += $0 }
+        #expect(window.map(\.pathAndQuery) == expected.filter { [1, 2].contains(Int($0.dropFirst(9))! % 5) })
+        #expect(window.allSatisfy { $0.recordedAt == recorded[1] || $0.recordedAt == recorded[2] })
     }
 
-    @Test("paging is exact to the microsecond for rows not written by smart-bff (an import, a restore): every row once")
-    func auditPagesAtAnyMicrosecond() async throws {
+    @Test("paging is exact to the microsecond and through any number of entries recorded at one instant (as all those stored before migration 0004 are), over gaps of any length: every entry once, in order",
+          arguments: [1, 2, 7, 40, 1_000])
+    func auditPagesThroughTiesAndGaps(pageSize: Int) async throws {
         let db = try await TestDatabase.make()
-        // Rows written with SQL, three to an instant, at odd microseconds of the 24th century,
-        // where epoch seconds in a Double no longer hold every microsecond (a cursor taken
-        // through one lands beside the row and skips or repeats its ties).
+        // At odd microseconds of the 24th century, where epoch seconds in a Double no longer
+        // hold every microsecond (a cursor taken through one lands beside the row): 90 entries
+        // at one instant, then three to an instant a microsecond apart, then instants spread
+        // from a second to weeks apart.
         try await db.pool.query("""
-            INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
-            SELECT timestamptz '2381-06-01 00:00:00+00' + (n / 3) * interval '1.000007 seconds' + interval '1 microsecond',
+            INSERT INTO audit_events (at, recorded_at, launch_hash, iss, sub, method, path, upstream_status, bytes)
+            SELECT timestamptz '2381-06-01 00:00:00+00' + n * interval '1.000007 seconds',
+                   timestamptz '2381-06-01 00:00:00.000001+00' + CASE
+                       WHEN n < 90 THEN interval '0'
+                       WHEN n < 150 THEN ((n - 90) / 3 + 1) * interval '1 microsecond'
+                       ELSE (n - 149) ^ 4 * interval '1 second' END,
                    'h', 'i', 's', 'GET', '/Patient/' || n, 200, n
-            FROM generate_series(0, 29) AS n
+            FROM generate_series(0, 199) AS n
             """)
-        for pageSize in [1, 2, 4, 7] {
-            var paths: [String] = []
-            try await db.store.forEachAuditPage(since: nil, pageSize: pageSize) { page in
-                paths += page.map(\.pathAndQuery)
-                if paths.count > 30 { throw CancellationError() } // a cursor that repeats would page forever
-            }
-            #expect(paths == (0..<30).map { "/Patient/\($0)" }, "page size \(pageSize)")
+        let until = try #require(AuditInstant(iso8601: "2400-01-01T00:00:00Z"))
+        var paths: [String] = []
+        try await db.store.forEachAuditPage(recordedSince: nil, before: until, pageSize: pageSize) { page in
+            paths += page.map(\.pathAndQuery)
+            if paths.count > 200 { throw CancellationError() } // a cursor that repeats would page forever
         }
+        #expect(paths == (0..<200).map { "/Patient/\($0)" })
+        // From the middle of the shared instant's neighbours, to the microsecond.
+        var later: [String] = []
+        let since = try #require(AuditInstant(iso8601: "2381-06-01T00:00:00.000011Z"))
+        try await db.store.forEachAuditPage(recordedSince: since, before: until, pageSize: pageSize) { later += $0.map(\.pathAndQuery) }
+        #expect(later == (117..<200).map { "/Patient/\($0)" })
     }
 
     @Test("audit entries the database refuses are kept, escaped; the rest of their batch goes in unchanged",

@@ -4,17 +4,44 @@ import Sessions
 
 /// FHIR R4 `AuditEvent` resources for the PHI access trail.
 public enum AuditEventExport {
-    /// Writes the trail at or after `since` as NDJSON, one `AuditEvent` per line, handing
-    /// `write` one page of lines at a time (memory stays bounded by the page, whatever the
-    /// trail's length).
-    public static func export(from store: any SessionStore, since: Date?, pageSize: Int = 5_000,
-                              write: (String) throws -> Void) async throws {
-        try await store.forEachAuditPage(since: since, pageSize: pageSize) { page in
+    /// Writes the entries recorded at or after `since` as NDJSON, one `AuditEvent` per line,
+    /// handing `write` one page of lines at a time (memory stays bounded by the page, whatever
+    /// the trail's length). Stops at entries recorded `settle` ago, and returns that bound:
+    /// the `since` of the next export, which delivers every entry after it exactly once.
+    ///
+    /// An entry is selected by when it was stored (`recordedAt`), not by `at`, the time of
+    /// the read it records: the entry is stored after the response body, and after retries
+    /// while the database was away, so an export by `at` would never deliver an entry
+    /// stored after the previous run with an `at` before it.
+    @discardableResult
+    public static func export(from store: any SessionStore, since: AuditInstant?, settle: Duration = settle, pageSize: Int = 5_000,
+                              write: (String) throws -> Void) async throws -> AuditInstant {
+        let bound = try await store.auditClock() - settle
+        let until = since.map { max($0, bound) } ?? bound // never before `since`: the next run starts where this one asked to
+        try await store.forEachAuditPage(recordedSince: since, before: until, pageSize: pageSize) { page in
             var lines = ""
             for entry in page { lines += auditEvent(entry).serialized() + "\n" }
             try write(lines)
         }
+        return until
     }
+
+    /// How far behind the database's clock an export stops: longer than an entry can wait
+    /// between its stamp (`recordedAt`, taken as the `COPY` writes its row) and its commit, so
+    /// that every entry before the bound is visible when the export reads.
+    /// - The writer keeps a `COPY` open 200 ms (`AuditWriter.Timing.interval`), then commits
+    ///   at once: a row is normally committed within about 200 ms of its stamp.
+    /// - The transaction's `statement_timeout` of 60 s (`PostgresSessionStore.auditLimits`)
+    ///   cancels a `COPY` open longer (a backlog, a slow disk): its rows are rolled back and
+    ///   written again later, with new stamps. So a committed row's `COPY` ended less than
+    ///   60 s after its stamp.
+    /// - The `COMMIT` takes milliseconds; only a synchronous standby that does not answer
+    ///   holds it, and the same 60 s limit ends that wait.
+    /// - The rare rewrite of a batch the database refused adds a few `COPY`s of at most
+    ///   2 000 rows, milliseconds each, to the transaction.
+    /// 2 minutes is 600 times the usual wait, twice the longest `COPY`, and as long as the
+    /// longest `COPY` and the longest `COMMIT` together.
+    public static let settle: Duration = .seconds(120)
 
     public static func auditEvent(_ e: AuditEntry) -> JSONValue {
         let formatter = ISO8601DateFormatter()
