@@ -146,6 +146,28 @@ struct HTTPClientStreamingTests {
         #expect(error?.isTimeout == true, "\(String(reflecting: error))")
     }
 
+    /// A request that waits for one of the host's connections, all busy, and times out says
+    /// so: not "no data from the upstream", which would send an operator after the EHR.
+    @Test func aRequestThatNeverGetsAConnectionSaysSo() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(32 << 20)\r\n\r\n")
+            let block = [UInt8](repeating: 0x61, count: 64 << 10)
+            for _ in 0..<512 { guard connection.write(block) else { return } } // blocks once the client pauses
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 1
+        configuration.stallTimeout = .seconds(120) // the first transfer keeps its connection throughout
+        configuration.connectTimeout = .seconds(1)
+        configuration.readTimeout = .seconds(1)
+        let client = HTTPClient(configuration: configuration)
+        let big = try await client.stream(HTTPClientRequest(url: server.baseURL + "/big"))
+        let error = await #expect(throws: HTTPClientError.self) { _ = try await client.execute(HTTPClientRequest(url: server.baseURL + "/small")) }
+        #expect(error?.isTimeout == true && String(describing: error).contains("no connection to the upstream came free"),
+                "\(String(reflecting: error))")
+        big.body.cancel()
+    }
+
     @Test func droppingTheBodyClosesTheUpstreamTransfer() async throws {
         let peerClosed = Gate()
         let server = try ScriptedServer { connection in

@@ -272,9 +272,12 @@ final class ClientLoop: @unchecked Sendable {
                 end(exchange, .timedOut("the response's reader stayed behind for longer than the stall timeout"))
                 continue
             }
-            let connecting = exchange.connection.map { !$0.isOpen } ?? false
-            end(exchange, .timedOut(connecting ? "could not connect within the connect timeout"
-                                               : "no data from the upstream within the read timeout"))
+            let reason = switch exchange.connection.map(\.isOpen) {
+            case nil: "no connection to the upstream came free in time (every one allowed to it was busy)"
+            case false?: "could not connect within the connect timeout"
+            case true?: "no data from the upstream within the read timeout"
+            }
+            end(exchange, .timedOut(reason))
         }
         for pool in pools.values {
             for connection in pool.idle {
