@@ -26,15 +26,13 @@ public struct TokenResponse: Sendable {
         let json: JSONValue
         do { json = try JSONParser.parse(bytes) } catch { throw SMARTError(.tokenEndpoint, "token response is not valid JSON") }
         guard json.objectValue != nil else { throw SMARTError(.tokenEndpoint, "token response is not a JSON object") }
-        // No identifier or context value holds U+0000: PostgreSQL stores none (in text or jsonb).
-        guard !holdsNUL(json) else { throw SMARTError(.tokenEndpoint, "token response holds a NUL character") }
         guard let access = json["access_token"]?.stringValue, !access.isEmpty else {
             throw SMARTError(.tokenEndpoint, "token response has no access_token")
         }
         guard let type = json["token_type"]?.stringValue, type.lowercased() == "bearer" else {
             throw SMARTError(.tokenEndpoint, "token response token_type is not Bearer")
         }
-        let expiresIn = try json["expires_in"].map(seconds)
+        let expiresIn = json["expires_in"].flatMap(seconds)
         return TokenResponse(
             accessToken: access, tokenType: "Bearer", expiresIn: expiresIn, scope: json["scope"]?.stringValue,
             refreshToken: json["refresh_token"]?.stringValue, idToken: json["id_token"]?.stringValue,
@@ -52,17 +50,20 @@ public struct TokenResponse: Sendable {
     public static let maxExpiresIn = 31_536_000
 
     /// `expires_in`: a whole number of seconds, at least 1, as a JSON number or (as some
-    /// servers send it) a string of digits; more than `maxExpiresIn` counts as that. Zero
-    /// or less would have every read refresh, so it is as malformed as a non-number.
-    private static func seconds(_ value: JSONValue) throws(SMARTError) -> Int {
+    /// servers send it) a string of digits; more than `maxExpiresIn` counts as that. Anything
+    /// else (zero or less, a fraction, text) is taken as no `expires_in`: the token's life is
+    /// unknown, and it is refreshed once the EHR refuses it. Not an error: a refresh refused
+    /// after the EHR has rotated the refresh token would lose the new one, and with it the
+    /// session; and zero would have every read refresh.
+    private static func seconds(_ value: JSONValue) -> Int? {
         let seconds: Double
         switch value {
         case let .number(n) where n.rounded() == n: seconds = n
         // Digits beyond Int's range are still a number of seconds, only a large one.
         case let .string(s) where isWholeNumber(s): seconds = Double(s) ?? .infinity
-        default: throw SMARTError(.tokenEndpoint, "token response expires_in is not a number")
+        default: return nil
         }
-        guard seconds >= 1 else { throw SMARTError(.tokenEndpoint, "token response expires_in is not a positive number") }
+        guard seconds >= 1 else { return nil }
         return seconds >= Double(maxExpiresIn) ? maxExpiresIn : Int(seconds)
     }
 
@@ -72,7 +73,11 @@ public struct TokenResponse: Sendable {
         return !digits.isEmpty && digits.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
-    /// Whether any string of `value`, member names included, holds U+0000.
+    /// Whether any string of the response, member names included, holds U+0000, which
+    /// PostgreSQL stores in no text or jsonb column (a sign-in keeps the launch context
+    /// there; a refresh keeps only encrypted bytes).
+    public var holdsNUL: Bool { TokenResponse.holdsNUL(raw) }
+
     private static func holdsNUL(_ value: JSONValue) -> Bool {
         switch value {
         case let .string(s): s.utf8.contains(0)

@@ -166,22 +166,18 @@ struct LaunchFlowTests {
         #expect(try await browser.api(h.baseURL + "/session").status == 401)
     }
 
-    @Test("expires_in 0 fails the sign-in as the EHR's fault (502, no session); 1e13 s, a date PostgreSQL cannot store, signs in, held valid for a year")
-    func expiresInBounds() async throws {
+    @Test("expires_in 0 signs in with the token's life unknown (no refresh until the EHR refuses it); 1e13 s, a date PostgreSQL cannot store, signs in, held valid for a year",
+          arguments: [0.0, 1e13])
+    func expiresInBounds(expiresIn: Double) async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        await h.sandbox.state.setTokenResponseExtras(["expires_in": 0])
-        let (refused, none) = try await h.standaloneLogin(browser)
-        #expect(refused.status == 502 && none == nil, "\(refused.status) \(refused.text)")
-        #expect(refused.text.contains("expires_in is not a positive number"), "\(refused.text)")
-        #expect(!refused.setCookies.contains { $0.hasPrefix("bff_session=") }, "no session cookie on a failure: \(refused.setCookies)")
-        await h.sandbox.state.setTokenResponseExtras(["expires_in": 1e13])
+        await h.sandbox.state.setTokenResponseExtras(["expires_in": .number(expiresIn)])
         let (done, launch) = try await h.standaloneLogin(browser)
         #expect(done.status == 302 && launch != nil, "\(done.status) \(done.text)")
         await h.sandbox.state.resetCounters()
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
-        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        for _ in 0..<3 { #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200) }
         #expect(await h.sandbox.state.refreshCount == 0)
     }
 

@@ -47,6 +47,10 @@ struct CallbackHandler: Sendable {
             services.logUpstreamFailure("code exchange failed", iss: registration.iss, error)
             throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "Code exchange failed: \(error.detail)")
         }
+        // The launch context is kept in text and jsonb columns, which cannot hold U+0000.
+        guard !tokens.holdsNUL else {
+            throw Problems.upstream(.badGateway, "Code exchange failed: token response holds a NUL character")
+        }
         let identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)
         return try await startSession(request, state: state, pending: pending, registration: registration, tokens: tokens, identity: identity)
     }
