@@ -78,8 +78,8 @@ public actor EHRMetadata {
         statuses[iss] = status
     }
 
-    /// `.well-known/smart-configuration`; only when the EHR says it has none (a 4xx), the
-    /// CapabilityStatement. An EHR in trouble (5xx, no answer) fails discovery, which is
+    /// `.well-known/smart-configuration`; only when the EHR says it has none (`saysNone`),
+    /// the CapabilityStatement. An EHR in trouble (429, 5xx, no answer) fails discovery, which is
     /// retried later: a configuration pieced together from the fallbacks lacks what the
     /// smart-configuration promises (RFC 9207's `iss`, S256) and would be cached for minutes.
     private static func discover(_ iss: String, client: HTTPClient) async throws(SMARTError) -> SMARTConfiguration {
@@ -87,7 +87,7 @@ public actor EHRMetadata {
         let smart = try await get(iss + "/.well-known/smart-configuration", client: client)
         if smart.status == 200 {
             config = try SMARTConfiguration.parseSMARTConfiguration(smart.body)
-        } else if (400..<500).contains(smart.status) {
+        } else if EHRMetadata.saysNone(smart.status) {
             let metadata = try await get(iss + "/metadata", client: client)
             guard metadata.status == 200 else {
                 throw SMARTError(.discovery, "no smart-configuration (HTTP \(smart.status)) and no metadata (HTTP \(metadata.status))")
@@ -97,7 +97,7 @@ public actor EHRMetadata {
             throw SMARTError(.discovery, "smart-configuration answered HTTP \(smart.status)")
         }
         if config.issuer == nil || config.jwksURI == nil {
-            // An EHR without OpenID Connect has no such document (a 4xx); one that fails to
+            // An EHR without OpenID Connect has no such document (`saysNone`); one that fails to
             // answer fails discovery, rather than caching a configuration without its JWKS.
             let openid = try await get(iss + "/.well-known/openid-configuration", client: client)
             if openid.status == 200 {
@@ -105,11 +105,18 @@ public actor EHRMetadata {
                 config.issuer = config.issuer ?? json["issuer"]?.stringValue
                 config.jwksURI = config.jwksURI ?? json["jwks_uri"]?.stringValue
                 try config.verifyEndpoints()
-            } else if !(400..<500).contains(openid.status) {
+            } else if !EHRMetadata.saysNone(openid.status) {
                 throw SMARTError(.discovery, "openid-configuration answered HTTP \(openid.status)")
             }
         }
         return config
+    }
+
+    /// Whether a status says the document does not exist here (not found, gone, or a FHIR
+    /// server refusing `.well-known` as an unknown resource type), rather than that the EHR
+    /// could not answer now (408, 425, 429, 401, 403 from a gateway, 5xx).
+    static func saysNone(_ status: Int) -> Bool {
+        [400, 404, 405, 406, 410, 501].contains(status)
     }
 
     private static func get(_ url: String, client: HTTPClient) async throws(SMARTError) -> HTTPClientResponse {
