@@ -41,8 +41,18 @@ extension PostgresSessionStore {
         }
     }
 
+    /// The database's clock, or the start of the oldest transaction in this database that
+    /// has written (holds an xid) and not ended, if earlier. An entry is stamped after its
+    /// transaction began, so every entry stamped before this instant is committed or will
+    /// never be: a bound that holds even when a writer stalls longer than the export's
+    /// settle time. smart-bff's own connections (one role) see each other's transactions
+    /// in `pg_stat_activity`.
     public func auditClock() async throws -> AuditInstant {
-        let rows = try await pool.query("SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint")
+        let rows = try await pool.query("""
+            SELECT (extract(epoch from least(clock_timestamp(), (
+                SELECT min(xact_start) FROM pg_stat_activity
+                WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()))) * 1000000)::bigint
+            """)
         return AuditInstant(microsecondsSince1970: Int64(try rows.first?.int(0) ?? 0))
     }
 

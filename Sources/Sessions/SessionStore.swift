@@ -89,7 +89,8 @@ public protocol SessionStore: Sendable {
     /// every entry recorded before `until` is committed when the call begins.
     func forEachAuditPage(recordedSince since: AuditInstant?, before until: AuditInstant, pageSize: Int,
                           _ body: ([AuditEntry]) async throws -> Void) async throws
-    /// The clock that stamps `AuditEntry.recordedAt` (the database's), now.
+    /// The clock that stamps `AuditEntry.recordedAt` (the database's), now, or earlier: never
+    /// after an entry stamped but not yet committed.
     func auditClock() async throws -> AuditInstant
     /// Deletes up to `limit` sessions that expired by `now` and held launches, oldest first;
     /// returns each launch with its tokens, which the caller revokes at the EHR. Concurrent

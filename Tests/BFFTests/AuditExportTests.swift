@@ -148,3 +148,34 @@ struct AuditExportTests {
         }
     }
 }
+
+extension AuditExportTests {
+    @Test("an entry whose transaction stays open past the settle time (a stalled writer) is not skipped: the bound stops before it, and the next export delivers it")
+    func stalledWriter() async throws {
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        let store = database.store
+        let since = AuditInstant(Date().addingTimeInterval(-3_600))
+        let inserted = Counter(), commit = Counter()
+        let writer = Task {
+            try await database.pool.withTransaction { c in
+                try await c.query("""
+                    INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
+                    VALUES (now(), 'h', 'https://ehr.example/fhir', 'u', 'GET', '/Patient/stalled', 200, 1)
+                    """)
+                inserted.increment()
+                while commit.current == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        while inserted.current == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(1200)) // the row's stamp is now over a second old
+        var first = ""
+        let bound = try await AuditEventExport.export(from: store, since: since, settle: .seconds(1)) { first += $0 }
+        #expect(first.isEmpty)
+        commit.increment()
+        try await writer.value
+        var second = ""
+        _ = try await AuditEventExport.export(from: store, since: bound, settle: .zero) { second += $0 }
+        #expect(try Self.paths(second) == ["/Patient/stalled"], "bound \(bound)")
+    }
+}
