@@ -1,11 +1,13 @@
 import Foundation
 import Sessions
+import Synchronization
 
 /// Deletes expired rows and old audit entries every `interval`, in a background task that
 /// stops when cancelled (`stop()`) or when the sweeper is released. Expired sessions with
-/// launches go first, at most `sessionsPerSweep` a tick, and their tokens to `onEnded`
-/// (which revokes them at the EHR). A failed sweep (database down) is reported to `onError`
-/// and retried at the next tick.
+/// launches are ended at most `sessionsPerSweep` a tick, and their tokens handed to
+/// `onEnded` (which revokes them at the EHR) in a task of its own: a slow EHR holds up
+/// neither the rest of the sweep nor `stop()`, and no more sessions are ended until it is
+/// done. A failed sweep (database down) is reported to `onError` and retried at the next tick.
 public final class Sweeper: Sendable {
     private let task: Task<Void, Never>
 
@@ -23,13 +25,25 @@ public final class Sweeper: Sendable {
                 onSweep: @escaping @Sendable (Int) -> Void = { _ in },
                 onError: @escaping @Sendable (any Error) -> Void = { _ in }) {
         task = Task {
+            // The revocations of the last sessions ended: an EHR that answers slowly holds them
+            // up, not the sweep. While they run, no more sessions are ended (they stay
+            // expired, unusable, until a later tick).
+            var revoking: (task: Task<Void, Never>, done: DoneFlag)?
+            defer { revoking?.task.cancel() }
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 guard !Task.isCancelled else { return }
                 do {
-                    let ended = try await store.endExpiredSessions(now: now(), limit: sessionsPerSweep)
-                    if !ended.isEmpty { await onEnded(ended) }
-                    onSweep(ended.count + (try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays)))
+                    var removed = try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays)
+                    if revoking?.done.isSet ?? true {
+                        let ended = try await store.endExpiredSessions(now: now(), limit: sessionsPerSweep)
+                        removed += ended.count
+                        if ended.isEmpty { revoking = nil } else {
+                            let done = DoneFlag()
+                            revoking = (Task { await onEnded(ended); done.set() }, done)
+                        }
+                    }
+                    onSweep(removed)
                 } catch is CancellationError {
                     return
                 } catch {
@@ -46,4 +60,11 @@ public final class Sweeper: Sendable {
     public func wait() async { await task.value }
 
     deinit { task.cancel() }
+}
+
+/// Set once, from any thread.
+private final class DoneFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
 }

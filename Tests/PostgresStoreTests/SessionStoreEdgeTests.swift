@@ -143,3 +143,38 @@ extension SessionStoreEdgeTests {
         #expect(try await db.pool.query("SELECT count(*) FROM launches")[0].int(0) == 0)
     }
 }
+
+extension SessionStoreEdgeTests {
+    @Test("revocations that never finish (an EHR that hangs) hold up neither the sweep of other rows nor stop: and no more sessions are ended meanwhile")
+    func sweeperWithHangingRevocation() async throws {
+        let db = try await TestDatabase.make()
+        let launch = { (hash: String) in
+            LaunchRecord(idHash: hash, iss: "https://ehr.example/fhir", sub: "u", fhirUser: nil, scope: "openid",
+                         patient: "p", contextJSON: "{}", createdAt: now.addingTimeInterval(-200))
+        }
+        let tokens = TokenSet(accessToken: "a", refreshToken: "r", idToken: nil, accessTokenExpiresAt: nil, responseJSON: "{}")
+        _ = try await db.store.startSession(with: launch("launch-1"), tokens: tokens, replacing: nil, ttl: 1, now: now.addingTimeInterval(-200))
+        let handedOver = Counter()
+        let sweeper = Sweeper(store: db.store, interval: .milliseconds(50), auditRetentionDays: 30, now: { now },
+                              onEnded: { _ in
+                                  handedOver.increment()
+                                  try? await Task.sleep(for: .seconds(3600)) // the EHR never answers
+                              })
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit for a loaded machine
+        while handedOver.current == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(handedOver.current == 1)
+        // Later expiries: a session without launches (swept at once) and one with a launch (left for later).
+        let empty = try await db.store.createSession(ttl: 1, now: now.addingTimeInterval(-100))
+        _ = try await db.store.startSession(with: launch("launch-2"), tokens: tokens, replacing: nil, ttl: 1, now: now.addingTimeInterval(-100))
+        var gone = false
+        while !gone, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            gone = try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(empty))").isEmpty
+        }
+        #expect(gone, "the sweep went on while the revocation hung")
+        let waiting = try await db.pool.query("SELECT 1 FROM launches WHERE id_hash = 'launch-2'").count
+        #expect(handedOver.current == 1 && waiting == 1, "no more sessions ended while the last revocation runs")
+        sweeper.stop()
+        await sweeper.wait()
+    }
+}
