@@ -63,7 +63,10 @@ struct SessionHandlers: Sendable {
     /// the sweeper deletes them: a logout with its identifier (the user coming back to an
     /// idle tab) deletes it now and revokes its tokens, as a logout promises.
     private func endExpiredSession(of request: Request) async {
+        // Only a session known to have expired: a database error says nothing about it (a
+        // live session's other tabs must keep their launches).
         guard let sessionID = resolver.sessionID(of: request),
+              let live = try? await services.store.findSession(id: sessionID, now: services.now()).map({ _ in true }) ?? false, !live,
               let ended = try? await services.store.deleteSession(id: sessionID), !ended.isEmpty else { return }
         services.proxyCache.invalidate(sessionHash: Identifier.hash(sessionID))
         await services.revokeTokens(of: ended)
