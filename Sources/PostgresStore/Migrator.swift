@@ -1,8 +1,17 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Applies the numbered SQL files of `migrations/` (`0001_name.sql`, …) in order, each once,
 /// each in its own transaction, under a PostgreSQL advisory lock so that instances starting
 /// together are safe. Applied versions are recorded in `schema_migrations`.
+///
+/// A file whose first line is `-- smart-bff: no transaction` runs outside a transaction,
+/// one statement (ending in `;` at the end of a line) at a time: for `CREATE INDEX
+/// CONCURRENTLY`, which builds an index on a large table without holding writes back. Such
+/// a file must be safe to run again from its start (`DROP INDEX IF EXISTS` first): one
+/// stopped halfway is run again whole.
 public struct Migrator: Sendable {
     /// One schema change: `NNNN_name.sql` read as (version, name, sql).
     public struct Migration: Sendable, Equatable {
@@ -14,6 +23,24 @@ public struct Migrator: Sendable {
             self.version = version
             self.name = name
             self.sql = sql
+        }
+
+        /// Whether the file asks to run outside a transaction (its first line).
+        var runsOutsideTransaction: Bool {
+            sql.prefix { $0 != "\n" }.trimmingCharacters(in: .whitespaces) == "-- smart-bff: no transaction"
+        }
+
+        /// Its statements, each ending in `;` at the end of a line; comment lines dropped.
+        var statements: [String] {
+            var result: [String] = [], current = ""
+            for line in sql.split(separator: "\n", omittingEmptySubsequences: false) {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if trimmed.hasPrefix("--") || trimmed.isEmpty { continue }
+                current += line + "\n"
+                if trimmed.hasSuffix(";") { result.append(current); current = "" }
+            }
+            if !current.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { result.append(current) }
+            return result
         }
     }
 
@@ -63,7 +90,11 @@ public struct Migrator: Sendable {
         let migrations = self.migrations
         return try await pool.withConnection { connection in
             try await connection.run { c in
-                _ = try c.execute(Query("SELECT pg_advisory_lock($1)", [.int(Migrator.lockKey)]))
+                // Polled, not waited for: a waiting pg_advisory_lock holds a snapshot, which the
+                // lock holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).
+                while try c.execute(Query("SELECT pg_try_advisory_lock($1)", [.int(Migrator.lockKey)]))[0].bool(0) == false {
+                    usleep(100_000)
+                }
                 defer { _ = try? c.execute(Query("SELECT pg_advisory_unlock($1)", [.int(Migrator.lockKey)])) }
                 try c.executeScript("""
                     CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -72,6 +103,12 @@ public struct Migrator: Sendable {
                 let done = Set(try c.execute("SELECT version FROM schema_migrations").map { try $0.int(0) })
                 var applied: [Int] = []
                 for migration in migrations where !done.contains(migration.version) {
+                    if migration.runsOutsideTransaction {
+                        for statement in migration.statements { try c.executeScript(statement) }
+                        _ = try c.execute("INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
+                        applied.append(migration.version)
+                        continue
+                    }
                     try c.executeScript("BEGIN")
                     do {
                         try c.executeScript(migration.sql)

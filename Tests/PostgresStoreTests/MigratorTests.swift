@@ -63,7 +63,7 @@ struct MigratorTests {
             INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
             SELECT now() - n * interval '1 day', 'h', 'i', 's', 'GET', '/Patient/' || n, 200, n FROM generate_series(1, 3) AS n
             """)
-        #expect(try await all.migrate(pool) == [4])
+        #expect(try await all.migrate(pool) == [4, 5])
         let old = try await pool.query("""
             SELECT count(DISTINCT recorded_at), bool_and(recorded_at = (SELECT applied_at FROM schema_migrations WHERE version = 4)) FROM audit_events
             """)
@@ -88,6 +88,28 @@ struct MigratorTests {
             WHERE i.indrelid = 'audit_events'::regclass AND c.relname = 'audit_events_recorded_at'
             """)
         #expect(try index.first?.string(0) == "brin")
+    }
+
+    @Test("a migration marked '-- smart-bff: no transaction' runs statement by statement outside a transaction (CREATE INDEX CONCURRENTLY), and again whole after a failure")
+    func noTransaction() async throws {
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
+        defer { pool.close() }
+        let table = Migrator.Migration(version: 1, name: "table", sql: "CREATE TABLE t (v integer);\nINSERT INTO t VALUES (1), (1);\n")
+        let index = { (unique: Bool) in
+            Migrator.Migration(version: 2, name: "index", sql: """
+                -- smart-bff: no transaction
+                -- Comment lines are skipped.
+                DROP INDEX CONCURRENTLY IF EXISTS t_v;
+                CREATE \(unique ? "UNIQUE " : "")INDEX CONCURRENTLY t_v
+                    ON t (v);
+                """)
+        }
+        // A unique index on duplicate values fails halfway, leaving an invalid index behind; unrecorded.
+        await #expect(throws: PostgresError.self) { try await Migrator(migrations: [table, index(true)]).migrate(pool) }
+        #expect(try await pool.query("SELECT version FROM schema_migrations ORDER BY version").map { try $0.int(0) } == [1])
+        #expect(try await Migrator(migrations: [table, index(false)]).migrate(pool) == [2])
+        let valid = try await pool.query("SELECT indisvalid FROM pg_index WHERE indexrelid = 't_v'::regclass")
+        #expect(try valid.first?.bool(0) == true)
     }
 
     @Test("files not named NNNN_name.sql are refused")
