@@ -7,8 +7,17 @@ import Cryptography
 /// callers that arrive while a fetch is under way wait for it instead of starting another.
 /// A change of the issuer's JWKS URL (new discovery document) fetches at once. A set older
 /// than `maxAge` (an hour) is fetched again before use, so a key the EHR has withdrawn (a
-/// compromised one, say) stops verifying within the hour, not at the next restart. The
-/// network is reached only through the injected `fetch`, and time only through `clock`.
+/// compromised one, say) stops verifying within the hour (while the endpoint answers), not
+/// at the next restart. That re-fetch obeys the same limit: an EHR whose JWKS endpoint is
+/// down sees at most one attempt per issuer every `refetchInterval`, however many ID tokens
+/// arrive.
+///
+/// When the re-fetch of a stale set fails (`jwksUnavailable`), the stale set still serves
+/// until `staleGrace` (24 hours) after it was fetched, so a JWKS outage does not stop
+/// sign-ins; it serves likewise while the limit holds back the next attempt (its kids
+/// verify, an unknown `kid` is refused). The first fetch that succeeds replaces the set, so
+/// a withdrawn key stops verifying then. Past the grace the failure stands. The network is
+/// reached only through the injected `fetch`, and time only through `clock`.
 public actor JWKSCache {
     /// Fetches the JWKS document at a URL (the BFF's HTTP client; a stub in tests).
     public typealias Fetch = @Sendable (_ url: String) async throws -> [UInt8]
@@ -22,6 +31,7 @@ public actor JWKSCache {
     private let fetch: Fetch
     private let refetchInterval: Duration
     private let maxAge: Duration
+    private let staleGrace: Duration
     private let clock: @Sendable () -> ContinuousClock.Instant
     private var entries: [String: Entry] = [:]
     private var lastFetch: [String: ContinuousClock.Instant] = [:]
@@ -30,23 +40,44 @@ public actor JWKSCache {
     public private(set) var fetchCount: [String: Int] = [:]
 
     public init(refetchInterval: Duration = .seconds(10), maxAge: Duration = .seconds(3600),
+                staleGrace: Duration = .seconds(24 * 3600),
                 clock: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
                 fetch: @escaping Fetch) {
         self.fetch = fetch
         self.refetchInterval = refetchInterval
         self.maxAge = maxAge
+        self.staleGrace = staleGrace
         self.clock = clock
     }
 
     /// The key for `kid` (nil: the token has none) from `issuer`'s JWKS at `url`.
     public func key(for kid: String?, issuer: String, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {
-        if let entry = entries[issuer], entry.url == url, clock() - entry.fetchedAt < maxAge {
-            if let key = try? entry.keys.key(for: kid) { return key }
-            if inFlight[issuer] == nil, let last = lastFetch[issuer], clock() - last < refetchInterval {
-                throw .unknownKey("unknown kid (JWKS re-fetched less than \(refetchInterval) ago)", kid: kid)
-            }
+        guard let entry = entries[issuer], entry.url == url else {
+            return try await refresh(issuer: issuer, url: url).key(for: kid)
         }
-        return try await refresh(issuer: issuer, url: url).key(for: kid)
+        let now = clock()
+        let throttled = inFlight[issuer] == nil && lastFetch[issuer].map { now - $0 < refetchInterval } ?? false
+        if now - entry.fetchedAt < maxAge {
+            if let key = try? entry.keys.key(for: kid) { return key }
+            if throttled { throw .unknownKey("unknown kid (JWKS re-fetched less than \(refetchInterval) ago)", kid: kid) }
+            return try await refresh(issuer: issuer, url: url).key(for: kid)
+        }
+        // Stale. A fetch less than refetchInterval ago that left the set stale has failed.
+        if throttled {
+            guard now - entry.fetchedAt < staleGrace else {
+                throw .jwksUnavailable("JWKS re-fetch failed less than \(refetchInterval) ago; cached set past its grace")
+            }
+            return try entry.keys.key(for: kid)
+        }
+        do {
+            return try await refresh(issuer: issuer, url: url).key(for: kid)
+        } catch where error.kind == .jwksUnavailable {
+            // Read the entry again: another caller may have cached a newer set meanwhile. A kid
+            // the stale set lacks may be one the EHR added, so the fetch failure stands for it.
+            guard let entry = entries[issuer], entry.url == url, clock() - entry.fetchedAt < staleGrace,
+                  let key = try? entry.keys.key(for: kid) else { throw error }
+            return key
+        }
     }
 
     /// The same, with the JWKS URL standing for the issuer.

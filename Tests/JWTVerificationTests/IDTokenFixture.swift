@@ -20,10 +20,13 @@ enum TestKeys {
 }
 
 /// A JWKS endpoint stub: serves its documents in order (the last one repeats) and records
-/// every URL asked for.
+/// every URL asked for; while `isDown`, every request is recorded and fails.
 final class JWKSEndpoint: Sendable {
+    struct Down: Error {}
+
     private let documents: Mutex<[[UInt8]]>
     private let requested = Mutex<[String]>([])
+    private let down = Mutex(false)
     let delay: Duration
 
     init(_ documents: [[UInt8]], delay: Duration = .zero) {
@@ -34,7 +37,13 @@ final class JWKSEndpoint: Sendable {
     func fetch(_ url: String) async throws -> [UInt8] {
         requested.withLock { $0.append(url) }
         if delay > .zero { try await Task.sleep(for: delay) }
+        if isDown { throw Down() }
         return documents.withLock { $0.count > 1 ? $0.removeFirst() : $0[0] }
+    }
+
+    var isDown: Bool {
+        get { down.withLock { $0 } }
+        set { down.withLock { $0 = newValue } }
     }
 
     var count: Int { requested.withLock { $0.count } }

@@ -36,6 +36,42 @@ struct KeySelectionTests {
         #expect(endpoint.count == 2)
     }
 
+    @Test("a JWKS outage: the stale set keeps verifying its kids, and is re-fetched at most once per issuer every 10 s")
+    func staleSetThroughOutage() async throws {
+        let f = IDTokenFixture()
+        _ = try await f.validate(try f.token())
+        f.clock.advance(.seconds(3601))
+        f.endpoint.isDown = true
+        _ = try await f.validate(try f.token())
+        _ = try await f.validate(try f.token())
+        #expect(f.endpoint.count == 2, "one re-fetch attempt for the stale set within 10 s")
+        await f.expectRejected(try f.token(header: ["alg": "RS256", "kid": "forged"]), .unknownKey)
+        #expect(f.endpoint.count == 2)
+        f.clock.advance(.seconds(11))
+        _ = try await f.validate(try f.token())
+        _ = try await f.validate(try f.token())
+        #expect(f.endpoint.count == 3, "after 10 s exactly one more attempt")
+    }
+
+    @Test("a stale JWKS serves through an outage only until 24 hours after its fetch")
+    func staleGraceEnds() async throws {
+        let f = IDTokenFixture()
+        _ = try await f.validate(try f.token())
+        f.endpoint.isDown = true
+        f.clock.advance(.seconds(24 * 3600 - 1))
+        _ = try await f.validate(try f.token())
+        #expect(f.endpoint.count == 2)
+        f.clock.advance(.seconds(3601))
+        await f.expectRejected(try f.token(), .jwksUnavailable)
+        #expect(f.endpoint.count == 3)
+        await f.expectRejected(try f.token(), .jwksUnavailable) // throttled: the failure stands, no fetch
+        #expect(f.endpoint.count == 3)
+        f.endpoint.isDown = false
+        f.clock.advance(.seconds(11))
+        _ = try await f.validate(try f.token())
+        #expect(f.endpoint.count == 4)
+    }
+
     @Test("unknown kids re-fetch at most once per issuer every 10 s")
     func refetchRateLimited() async throws {
         let f = IDTokenFixture()
