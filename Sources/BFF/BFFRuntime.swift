@@ -113,7 +113,8 @@ public final class BFFRuntime: Sendable {
         let deadline = ContinuousClock.now + shutdownDeadline
         await server.shutdown(gracePeriod: gracePeriod)
         sweeper.stop()
-        await services.audit.drain(until: deadline)
+        // Whatever the HTTP drain took, a write under way gets a second to land.
+        await services.audit.drain(until: max(deadline, ContinuousClock.now + .seconds(1)))
         services.audit.stop()
         let unwritten = services.audit.status.pending
         if unwritten > 0 {
