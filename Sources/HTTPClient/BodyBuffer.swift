@@ -2,6 +2,10 @@ import Synchronization
 
 /// The hand-over point between the loop thread of the exchange (which delivers body pieces)
 /// and the consumer of an `HTTPBodyStream`. All state sits behind one mutex.
+///
+/// Once `highWater` bytes wait, reading pauses until the consumer brings them below
+/// `lowWater`. While it is paused, the buffer notes when each piece is taken (`lastTake`),
+/// so the client's sweep can tell a consumer that reads slowly from one that stopped.
 final class BodyBuffer: Sendable {
     /// Bytes buffered ahead of the consumer before reading from the upstream pauses.
     static let highWater = 1 << 20
@@ -73,6 +77,11 @@ final class BodyBuffer: Sendable {
         var waiter: CheckedContinuation<Result<[UInt8]?, HTTPClientError>, Never>?
         /// Reading was paused and has not been asked to resume yet.
         var paused = false
+        /// When (`monotonicSeconds`, the clock of `EventLoop.now`) the consumer last took a
+        /// piece while reading was paused; -infinity before any. Only takes while paused
+        /// are timed: the stall timeout counts from the later of this and the pause, and a
+        /// body that never pauses costs no clock reading.
+        var lastTake = -Double.infinity
         /// Asks the client to resume a paused exchange / to stop it. It holds the exchange
         /// (which holds this buffer) until it ends: `finish` lets it go, which breaks the
         /// cycle without a weak reference (a weak reference gives the exchange a side table,
@@ -135,6 +144,12 @@ final class BodyBuffer: Sendable {
         waiter?.resume(returning: end.map { nil })
     }
 
+    /// Loop thread: when the consumer last took a piece while reading was paused
+    /// (`monotonicSeconds`), or -infinity. A paused transfer is stalled only once this, and
+    /// the pause, are both `stallTimeout` ago: a consumer that keeps taking pieces, however
+    /// slowly, is not cut off.
+    var lastTake: Double { state.withLock { $0.lastTake } }
+
     /// Loop thread: drops the pieces the consumer has not taken (its transfer is about to
     /// fail: they could never make a whole body).
     func dropBuffered() {
@@ -177,7 +192,10 @@ final class BodyBuffer: Sendable {
     private static func take(from s: inout State, resume: inout Controls?) -> Piece? {
         if let chunk = s.chunks.removeFirst() {
             s.buffered -= chunk.count + BodyBuffer.pieceOverhead
-            if s.paused && s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls }
+            if s.paused {
+                s.lastTake = monotonicSeconds()
+                if s.buffered < BodyBuffer.lowWater { s.paused = false; resume = s.controls }
+            }
             return .success(chunk)
         }
         return s.end.map { $0.map { nil } }

@@ -19,3 +19,11 @@ func monotonicNanoseconds() -> UInt64 {
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
+
+/// CLOCK_MONOTONIC in seconds: the clock of `EventLoop.now`, read now rather than at the
+/// start of the loop's pass.
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}

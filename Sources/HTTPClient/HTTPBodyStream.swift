@@ -3,9 +3,10 @@
 /// While more than `BodyBuffer.highWater` bytes wait for the consumer, reading from the
 /// upstream pauses; it resumes once the consumer has taken most of them. So a slow consumer
 /// costs at most about 1 MiB of memory per response, whatever the body's size. A consumer
-/// that stays behind longer than `HTTPClient.Configuration.stallTimeout` loses the
+/// that is behind and takes no piece for `HTTPClient.Configuration.stallTimeout` loses the
 /// transfer: the pieces still waiting are dropped, its connection closes, and the next
-/// read throws a timeout (`isTimeout`).
+/// read throws a timeout (`isTimeout`). One that keeps taking pieces, however slowly,
+/// keeps it.
 ///
 /// The sequence ends normally only when the whole body arrived (the declared
 /// `Content-Length`, the final chunk, or the connection's end when neither framing was

@@ -41,14 +41,16 @@ public final class HTTPClient: Sendable {
         /// and between pieces of the body. Time a streaming consumer spends behind (with
         /// reading paused) does not count: `stallTimeout` bounds that. Default 30 s.
         public var readTimeout: Duration = .seconds(30)
-        /// Time a streaming consumer may stay behind. Once 1 MiB of body waits for it,
-        /// reading from the upstream pauses (see `HTTPBodyStream`); unless the consumer
-        /// takes most of that (¾ MiB) within this time, the transfer fails with a timeout
-        /// (`isTimeout`: what was still buffered is dropped, and its next read throws) and
-        /// the connection closes. A paused transfer holds one of the host's
-        /// `maxConnectionsPerHost`: without this bound, one reader that barely reads could
-        /// hold them all for hours. Default 120 s, four times the default read timeout (a
-        /// consumer slower than about 6 KB/s for that long is cut off).
+        /// Time a streaming consumer that is behind may go without taking a piece. Once
+        /// 1 MiB of body waits for it, reading from the upstream pauses (see
+        /// `HTTPBodyStream`) until it has taken most of that (¾ MiB). If, while paused, it
+        /// takes nothing for this long (counted from the pause or its last piece taken), the
+        /// transfer fails with a timeout (`isTimeout`: what was still buffered is dropped,
+        /// and its next read throws) and the connection closes. A paused transfer holds one
+        /// of the host's `maxConnectionsPerHost`: without this bound, one reader that
+        /// stopped reading could hold them all for hours. A reader that takes a piece at
+        /// least this often is never cut off, however slow. Default 120 s, four times the
+        /// default read timeout.
         public var stallTimeout: Duration = .seconds(120)
         /// Connections at most per upstream host; further requests wait for one. Each event
         /// loop the client runs on keeps its own connections: a server's I/O threads share

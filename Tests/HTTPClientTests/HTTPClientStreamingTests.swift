@@ -146,6 +146,46 @@ struct HTTPClientStreamingTests {
         #expect(error?.isTimeout == true, "\(String(reflecting: error))")
     }
 
+    /// A consumer that keeps reading, only slowly (a browser on a slow link, through the
+    /// proxy), is never stalled and gets the whole body. With a 2 s stall timeout it reads at
+    /// about 210 KiB/s (after each piece it waits 300 ms per 64 KiB the piece held): no gap
+    /// between two pieces comes near 2 s, but bringing a paused transfer's 1 MiB below
+    /// ¼ MiB takes it some 3.6 s, so a stall timeout counted from the pause (not from the
+    /// last piece taken) would end the transfer. The body follows its first kilobyte only
+    /// once the consumer has taken that: a consumer task that a loaded machine has not run
+    /// yet when 1 MiB is waiting for it would look, rightly, stalled.
+    @Test func aConsumerThatReadsSlowlyButSteadilyGetsTheWholeBody() async throws {
+        let size = 1_280 << 10, firstPart = 1 << 10 // 1.25 MiB: reading pauses at 1 MiB
+        let body = Self.patternBody(size)
+        let consuming = Gate()
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n\r\n")
+            connection.write(Array(body[0..<firstPart]))
+            guard consuming.wait(seconds: 30) else { return } // a 'no hang' limit only
+            var offset = firstPart
+            while offset < size {
+                let end = min(size, offset + (64 << 10))
+                guard connection.write(Array(body[offset..<end])) else { return }
+                offset = end
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.stallTimeout = .seconds(2)
+        let client = HTTPClient(configuration: configuration)
+        let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/bundle"))
+        #expect(response.status == 200)
+        var received = 0, intact = true
+        for try await chunk in response.body {
+            consuming.open()
+            if !Self.matches(chunk, body, at: received) { intact = false }
+            received += chunk.count
+            try await Task.sleep(for: .milliseconds(300 * chunk.count / (64 << 10)))
+        }
+        #expect(received == size)
+        #expect(intact)
+    }
+
     /// A request that waits for one of the host's connections, all busy, and times out says
     /// so: not "no data from the upstream", which would send an operator after the EHR.
     @Test func aRequestThatNeverGetsAConnectionSaysSo() async throws {

@@ -251,8 +251,8 @@ final class ClientLoop: @unchecked Sendable {
         if timer.deadline.map({ deadline < $0 }) ?? true { timer.deadline = deadline }
     }
 
-    /// Times out exchanges that waited too long (a paused one: whose consumer stayed behind
-    /// too long), closes connections idle too long, and sets the timer for the next deadline.
+    /// Times out exchanges that waited too long (a paused one: whose consumer took nothing
+    /// for the stall timeout), closes connections idle too long, and sets the timer for the next deadline.
     private func sweep() {
         let now = loop.now
         var next = Double.infinity
@@ -266,10 +266,19 @@ final class ClientLoop: @unchecked Sendable {
                 continue
             }
             if exchange.paused {
+                // Stalled only if it took nothing for the stall timeout: a consumer that still
+                // takes pieces, only slower than they come, is not. The deadline was set at
+                // the pause; a take since moves it on (one from before the pause is older than
+                // the pause, so it cannot).
+                if let lastTake = exchange.bodyBuffer?.lastTake, lastTake + stallTimeout > now {
+                    exchange.deadline = lastTake + stallTimeout
+                    next = min(next, exchange.deadline)
+                    continue
+                }
                 // Its connection closes and frees the slot; the consumer, whenever it reads
                 // next, learns at once, not after the megabyte the transfer can no longer complete.
                 exchange.bodyBuffer?.dropBuffered()
-                end(exchange, .timedOut("the response's reader stayed behind for longer than the stall timeout"))
+                end(exchange, .timedOut("the response's reader, behind, took nothing for longer than the stall timeout"))
                 continue
             }
             let reason = switch exchange.connection.map(\.isOpen) {

@@ -33,7 +33,8 @@ final class Exchange: @unchecked Sendable {
     /// When, on the loop's clock, the exchange times out unless something arrives first.
     var deadline = Double.infinity
     /// Reading is paused because the consumer is behind; `deadline` is then the stall
-    /// deadline (the consumer's, not the upstream's).
+    /// deadline (the consumer's, not the upstream's), which the sweep moves on while the
+    /// consumer keeps taking pieces (`BodyBuffer.lastTake`).
     var paused = false
     /// Already sent again once on a fresh connection.
     var retried = false

@@ -303,8 +303,9 @@ final class UpstreamConnection: EventLoopHandler, @unchecked Sendable {
                     return false
                 }
                 if exchange.paused {
-                    // The consumer is behind: nothing more is read until it catches up, which
-                    // it has the stall timeout to do.
+                    // The consumer is behind: nothing more is read until it catches up. It
+                    // may take the stall timeout between pieces (the sweep moves the deadline
+                    // on from each take), however long catching up takes.
                     exchange.deadline = owner.loop.now + owner.stallTimeout
                     owner.arm(exchange.deadline) // it may be shorter than the read timeout
                     break
