@@ -147,15 +147,16 @@ struct HTTPClientStreamingTests {
     }
 
     /// A consumer that keeps reading, only slowly (a browser on a slow link, through the
-    /// proxy), is never stalled and gets the whole body. With a 2 s stall timeout it reads at
-    /// about 210 KiB/s (after each piece it waits 300 ms per 64 KiB the piece held): no gap
-    /// between two pieces comes near 2 s, but bringing a paused transfer's 1 MiB below
-    /// ¼ MiB takes it some 3.6 s, so a stall timeout counted from the pause (not from the
-    /// last piece taken) would end the transfer. The body follows its first kilobyte only
-    /// once the consumer has taken that: a consumer task that a loaded machine has not run
-    /// yet when 1 MiB is waiting for it would look, rightly, stalled.
+    /// proxy), is never stalled and gets the whole body. With an 8 s stall timeout it reads at
+    /// 64 KiB/s (after each piece it waits 1 s per 64 KiB the piece held): no gap between two
+    /// pieces comes near 8 s, even on a loaded machine that runs the consumer late, but
+    /// bringing a paused transfer's 1 MiB below ¼ MiB takes it some 12 s, so a stall timeout
+    /// counted from the pause (not from the last piece taken) would end the transfer. The body
+    /// follows its first kilobyte only once the consumer has taken that: a consumer task that
+    /// a loaded machine has not run yet when 1 MiB is waiting for it would look, rightly,
+    /// stalled.
     @Test func aConsumerThatReadsSlowlyButSteadilyGetsTheWholeBody() async throws {
-        let size = 1_280 << 10, firstPart = 1 << 10 // 1.25 MiB: reading pauses at 1 MiB
+        let size = 1_152 << 10, firstPart = 1 << 10 // 1.125 MiB: reading pauses at 1 MiB
         let body = Self.patternBody(size)
         let consuming = Gate()
         let server = try ScriptedServer { connection in
@@ -171,7 +172,7 @@ struct HTTPClientStreamingTests {
             }
         }
         var configuration = HTTPClient.Configuration()
-        configuration.stallTimeout = .seconds(2)
+        configuration.stallTimeout = .seconds(8)
         let client = HTTPClient(configuration: configuration)
         let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/bundle"))
         #expect(response.status == 200)
@@ -180,7 +181,7 @@ struct HTTPClientStreamingTests {
             consuming.open()
             if !Self.matches(chunk, body, at: received) { intact = false }
             received += chunk.count
-            try await Task.sleep(for: .milliseconds(300 * chunk.count / (64 << 10)))
+            try await Task.sleep(for: .milliseconds(1000 * chunk.count / (64 << 10)))
         }
         #expect(received == size)
         #expect(intact)
