@@ -23,7 +23,5 @@ func monotonicNanoseconds() -> UInt64 {
 /// CLOCK_MONOTONIC in seconds: the clock of `EventLoop.now`, read now rather than at the
 /// start of the loop's pass.
 func monotonicSeconds() -> Double {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    Double(monotonicNanoseconds()) / 1e9
 }

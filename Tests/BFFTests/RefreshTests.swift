@@ -12,10 +12,7 @@ struct RefreshTests {
         let h = try await BFFHarness.start(instances: 2)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by the first read
-        let (_, launch) = try await h.standaloneLogin(browser)
-        await h.sandbox.state.setAccessTokenLifetime(3600)
-        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
+        let launch = try await h.signInWithExpiredAccessTokens([browser])[0]
         await h.sandbox.state.resetCounters()
         let cookie = try #require(browser.cookieValues["bff_session"])
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -108,12 +105,9 @@ struct RefreshTests {
     func logoutDuringRefresh() async throws {
         let h = try await BFFHarness.start() // a pool of 4: one refresh holds a connection at a time
         defer { Task { await h.stop() } }
-        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by every first read
         let (busy, leaving) = (Browser(client: h.client), Browser(client: h.client))
-        let (_, busyLaunch) = try await h.standaloneLogin(busy)
-        let (_, leavingLaunch) = try await h.standaloneLogin(leaving)
-        await h.sandbox.state.setAccessTokenLifetime(3600)
-        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
+        let launches = try await h.signInWithExpiredAccessTokens([busy, leaving])
+        let (busyLaunch, leavingLaunch) = (launches[0], launches[1])
         await h.sandbox.state.resetCounters()
         await h.sandbox.state.setTokenDelay(.seconds(3))
         let busyRead = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
@@ -163,15 +157,8 @@ struct RefreshTests {
         let deadline = Duration.seconds(10)
         let h = try await BFFHarness.start(refreshDeadline: deadline) // a pool of 4: one refresh holds a connection at a time
         defer { Task { await h.stop() } }
-        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by every first read
-        var logins: [(Browser, String?)] = []
-        for _ in 0..<4 {
-            let browser = Browser(client: h.client)
-            logins.append((browser, try await h.standaloneLogin(browser).launch))
-        }
-        let expiring = logins
-        await h.sandbox.state.setAccessTokenLifetime(3600)
-        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
+        let browsers = (0..<4).map { _ in Browser(client: h.client) }
+        let expiring = Array(zip(browsers, try await h.signInWithExpiredAccessTokens(browsers)))
         let healthy = Browser(client: h.client)
         let (_, healthyLaunch) = try await h.standaloneLogin(healthy)
         await h.sandbox.state.resetCounters()
@@ -212,10 +199,7 @@ struct RefreshTests {
         let h = try await BFFHarness.start(instances: 2)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        await h.sandbox.state.setAccessTokenLifetime(1) // the least a token response may say; expired by the first read
-        let (_, launch) = try await h.standaloneLogin(browser)
-        await h.sandbox.state.setAccessTokenLifetime(3600)
-        try await Task.sleep(for: .seconds(1)) // the 1 s access tokens have expired
+        let launch = try await h.signInWithExpiredAccessTokens([browser])[0]
         // A DBA's limits, far shorter than the EHR's answer; the pools' connections are cut,
         // so that the ones they open next have them.
         try await PostgresStoreAdmin.setting(h.database.url, "statement_timeout", to: "250ms")
@@ -237,5 +221,19 @@ struct RefreshTests {
         await h.sandbox.state.setTokenDelay(nil)
         await h.sandbox.state.expireAccessTokens()
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+}
+
+extension BFFHarness {
+    /// Signs each browser in with access tokens that live 1 s (the shortest life a token
+    /// response gives), waits until they have expired, and puts the EHR back to hour-long
+    /// tokens: the next read of each launch refreshes. Returns the launches in order.
+    func signInWithExpiredAccessTokens(_ browsers: [Browser]) async throws -> [String?] {
+        await sandbox.state.setAccessTokenLifetime(1)
+        var launches: [String?] = []
+        for browser in browsers { launches.append(try await standaloneLogin(browser).launch) }
+        await sandbox.state.setAccessTokenLifetime(3600)
+        try await Task.sleep(for: .seconds(1))
+        return launches
     }
 }

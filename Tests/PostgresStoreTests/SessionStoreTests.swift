@@ -362,3 +362,51 @@ struct SessionStoreTests {
         return dump
     }
 }
+
+extension SessionStoreTests {
+    @Test("an expired session with a launch is left to endExpiredSessions, which returns its tokens; sessions without launches are swept")
+    func expiredSessionsEnded() async throws {
+        let db = try await TestDatabase.make()
+        let (l, t) = (launch().record, tokens())
+        let expired = try await db.store.startSession(with: l, tokens: t, replacing: nil, ttl: 1, now: now.addingTimeInterval(-200)).sessionID
+        let empty = try await db.store.createSession(ttl: 1, now: now.addingTimeInterval(-200))
+        #expect(try await db.store.sweepExpired(now: now, auditRetentionDays: 30) == 1, "only the session without a launch")
+        #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(expired))").count == 1)
+        #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(empty))").isEmpty)
+        let ended = try await db.store.endExpiredSessions(now: now, limit: 10)
+        #expect(ended.map(\.0.idHash) == [l.idHash] && ended.first?.1.refreshToken == t.refreshToken)
+        #expect(try await db.store.endExpiredSessions(now: now, limit: 10).isEmpty)
+        #expect(try await db.pool.query("SELECT count(*) FROM launches")[0].int(0) == 0)
+    }
+}
+
+extension SessionStoreTests {
+    @Test("revocations that never finish (an EHR that hangs) hold up neither the sweep of other rows nor stop: and no more sessions are ended meanwhile")
+    func sweeperWithHangingRevocation() async throws {
+        let db = try await TestDatabase.make()
+        _ = try await db.store.startSession(with: launch().record, tokens: tokens(), replacing: nil, ttl: 1, now: now.addingTimeInterval(-200))
+        let handedOver = Counter()
+        let sweeper = Sweeper(store: db.store, interval: .milliseconds(50), auditRetentionDays: 30, now: { now },
+                              onEnded: { _ in
+                                  handedOver.increment()
+                                  try? await Task.sleep(for: .seconds(3600)) // the EHR never answers
+                              })
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit for a loaded machine
+        while handedOver.current == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(handedOver.current == 1)
+        // Later expiries: a session without launches (swept at once) and one with a launch (left for later).
+        let empty = try await db.store.createSession(ttl: 1, now: now.addingTimeInterval(-100))
+        let second = launch().record
+        _ = try await db.store.startSession(with: second, tokens: tokens(), replacing: nil, ttl: 1, now: now.addingTimeInterval(-100))
+        var gone = false
+        while !gone, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            gone = try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(empty))").isEmpty
+        }
+        #expect(gone, "the sweep went on while the revocation hung")
+        let waiting = try await db.pool.query("SELECT 1 FROM launches WHERE id_hash = \(second.idHash)").count
+        #expect(handedOver.current == 1 && waiting == 1, "no more sessions ended while the last revocation runs")
+        sweeper.stop()
+        await sweeper.wait()
+    }
+}
