@@ -105,6 +105,11 @@ public struct SMARTScopes: Sendable, Equatable {
         }
     }
 
+    /// Whether any grant allows searching, of whatever type and with whatever restriction.
+    public var allowsSomeSearch: Bool {
+        grants.contains { $0.search }
+    }
+
     static func matches(_ given: String, _ required: String) -> Bool {
         if given == required { return true }
         if let bar = required.lastIndex(of: "|"), !given.contains("|") { return given == required[required.index(after: bar)...] }

@@ -1,3 +1,4 @@
+import Cryptography
 import Foundation
 import HTTPCore
 import JSON
@@ -26,8 +27,10 @@ extension SandboxEHR {
         let parts = (request.pathParameters["*"] ?? "").split(separator: "/").map(String.init)
         if await state.closeMidBody { return truncatedBody() }
         let bound = token.boundPatient
+        let paging: Paging = await state.hapiPaging ? .hapi : .offset
         switch parts.count {
-        case 1: return search(parts[0], request, boundPatient: bound)
+        case 0 where request.queryParameter("_getpages") != nil: return page(request, boundPatient: bound)
+        case 1: return search(parts[0], request.queryItems, boundPatient: bound, paging: paging)
         case 2 where parts[0] == "Binary" && parts[1] == "large": return largeBody(request)
         case 2: return read(parts[0], parts[1], request, boundPatient: bound)
         default: return outcome(.notFound, "not-found", "Unknown path.")
@@ -49,22 +52,39 @@ extension SandboxEHR {
         return r
     }
 
-    private func search(_ type: String, _ request: Request, boundPatient: String?) -> Response {
+    /// How a search's Bundle links to its other pages.
+    enum Paging {
+        /// `{base}/{type}?{query}&_count=C&_offset=N`.
+        case offset
+        /// HAPI FHIR's: `{base}?_getpages=<search id>&_getpagesoffset=N&_count=C&_bundletype=searchset`,
+        /// the search id naming the type and query (`page` reads them back).
+        case hapi
+    }
+
+    private func search(_ type: String, _ query: [(name: String, value: String)], boundPatient: String?, paging: Paging,
+                        offsetParameter: String = "_offset") -> Response {
         guard let all = data.resources[type] else { return outcome(.notFound, "not-supported", "\(type) is not supported.") }
-        var patient = request.queryParameter("patient") ?? request.queryParameter("subject").map { $0.replacingOccurrences(of: "Patient/", with: "") }
+        func parameter(_ name: String) -> String? { query.first { $0.name == name }?.value }
+        var patient = parameter("patient") ?? parameter("subject").map { $0.replacingOccurrences(of: "Patient/", with: "") }
         if let boundPatient, all.values.contains(where: { SandboxData.patient(of: $0) != nil }) {
-            if type == "Patient", let id = request.queryParameter("_id"), id != boundPatient { patient = id }
+            if type == "Patient", let id = parameter("_id"), id != boundPatient { patient = id }
             guard patient == nil || patient == boundPatient else { return outcome(.forbidden, "forbidden", "The token is for another patient.") }
             patient = boundPatient
         }
-        let matches = data.search(type, patient: patient, category: request.queryParameter("category"), id: request.queryParameter("_id"))
-        let count = max(1, min(50, Int(request.queryParameter("_count") ?? "") ?? 10))
-        let offset = max(0, Int(request.queryParameter("_offset") ?? "") ?? 0)
+        let matches = data.search(type, patient: patient, category: parameter("category"), id: parameter("_id"))
+        let count = max(1, min(50, Int(parameter("_count") ?? "") ?? 10))
+        let offset = max(0, Int(parameter(offsetParameter) ?? "") ?? 0)
         let page = Array(matches.dropFirst(offset).prefix(count))
-        let kept = request.queryItems.filter { $0.name != "_offset" && $0.name != "_count" }
+        let kept = query.filter { $0.name != offsetParameter && $0.name != "_count" }.map { ($0.name, $0.value) }
         func link(_ relation: String, _ start: Int) -> JSONValue {
-            let items = kept.map { ($0.name, $0.value) } + [("_count", String(count)), ("_offset", String(start))]
-            return ["relation": .string(relation), "url": .string(fhirBaseURL + "/" + type + "?" + PercentEncoding.formEncode(items))]
+            let url = switch paging {
+            case .offset:
+                fhirBaseURL + "/" + type + "?" + PercentEncoding.formEncode(kept + [("_count", String(count)), ("_offset", String(start))])
+            case .hapi:
+                fhirBaseURL + "?" + PercentEncoding.formEncode([("_getpages", SandboxEHR.searchID(type, kept)), ("_getpagesoffset", String(start)),
+                                                                ("_count", String(count)), ("_bundletype", "searchset")])
+            }
+            return ["relation": .string(relation), "url": .string(url)]
         }
         var links: [JSONValue] = [link("self", offset)]
         if offset + count < matches.count { links.append(link("next", offset + count)) }
@@ -75,6 +95,34 @@ extension SandboxEHR {
                                         "resource": $0, "search": ["mode": "match"]] }),
         ]
         return fhirJSON(bundle)
+    }
+
+    /// `GET {base}?_getpages=<search id>&_getpagesoffset=N&_count=C`: a page of a search that
+    /// paged HAPI FHIR's way, the search read back from its id.
+    private func page(_ request: Request, boundPatient: String?) -> Response {
+        guard let id = request.queryParameter("_getpages"), let (type, query) = SandboxEHR.search(named: id) else {
+            return outcome(.notFound, "not-found", "No such search.")
+        }
+        let position = request.queryItems.filter { $0.name == "_getpagesoffset" || $0.name == "_count" }
+        return search(type, query + position, boundPatient: boundPatient, paging: .hapi, offsetParameter: "_getpagesoffset")
+    }
+
+    /// A search's id in HAPI-style paging links: its type and query, base64url-encoded.
+    static func searchID(_ type: String, _ query: [(String, String)]) -> String {
+        Base64URL.encode(Array((type + "?" + PercentEncoding.formEncode(query)).utf8))
+    }
+
+    /// The type and query a `searchID` names.
+    static func search(named id: String) -> (type: String, query: [(name: String, value: String)])? {
+        guard let bytes = Base64URL.decode(id), let text = String(validating: bytes, as: UTF8.self),
+              let mark = text.firstIndex(of: "?") else { return nil }
+        let query = text[text.index(after: mark)...].split(separator: "&").compactMap { pair -> (name: String, value: String)? in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = PercentEncoding.decodeFormComponent(parts[0]),
+                  let value = parts.count > 1 ? PercentEncoding.decodeFormComponent(parts[1]) : "" else { return nil }
+            return (name, value)
+        }
+        return (String(text[..<mark]), query)
     }
 
     /// A JSON body of `size` bytes (default 4 MiB), streamed: for streaming tests.

@@ -76,6 +76,9 @@ public actor SandboxState {
     public private(set) var fhirContentEncoding: String?
     /// The JWKS endpoint answers 503 (an outage of the ID-token keys alone).
     public private(set) var jwksDown = false
+    /// Searches page as HAPI FHIR's do: their links name the FHIR base itself,
+    /// `{base}?_getpages=<search id>&_getpagesoffset=N&_count=C&_bundletype=searchset`.
+    public private(set) var hapiPaging = false
     /// The user (`sub`) that ID tokens name: another value plays another clinician signing
     /// in on the same workstation.
     public private(set) var idTokenSubject = "user-prac-1"
@@ -135,6 +138,8 @@ public actor SandboxState {
     public func setFHIRContentEncoding(_ coding: String?) { fhirContentEncoding = coding }
     /// Makes the JWKS endpoint answer 503, or serve again.
     public func setJWKSDown(_ down: Bool) { jwksDown = down }
+    /// Turns HAPI FHIR's style of paging links on or off.
+    public func setHAPIPaging(_ on: Bool) { hapiPaging = on }
     /// Makes ID tokens issued from now on name the user `sub`.
     public func setIDTokenSubject(_ sub: String) { idTokenSubject = sub }
     /// Makes token responses from now on carry the members of `extras` (a JSON object).

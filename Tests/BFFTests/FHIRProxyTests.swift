@@ -41,16 +41,21 @@ struct FHIRProxyTests {
         #expect(try await browser.api("POST", h.baseURL + "/fhir/Patient", launch: launch).status == 405)
     }
 
-    @Test("paging through next links returns every Observation once")
-    func paging() async throws {
+    @Test("paging through next links returns every Observation once: links under the type, and HAPI FHIR's under the base itself",
+          arguments: [false, true])
+    func paging(hapi: Bool) async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
+        await h.sandbox.state.setHAPIPaging(hapi)
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         var url: String? = h.baseURL + "/fhir/Observation?patient=pat-1&_count=7"
         var ids: [String] = []
+        var pages = 0
         while let next = url {
-            #expect(next.hasPrefix(h.baseURL + "/fhir/"))
+            // HAPI's links after the first page name the base: {base}?_getpages=<search id>&….
+            #expect(next.hasPrefix(h.baseURL + (hapi && pages > 0 ? "/fhir?_getpages=" : "/fhir/")), "\(next)")
+            pages += 1
             let bundle = try JSONParser.parse(try await browser.api(next, launch: launch).body)
             for entry in bundle["entry"]?.arrayValue ?? [] {
                 #expect(entry["fullUrl"]?.stringValue?.hasPrefix(h.baseURL + "/fhir/Observation/") == true)
@@ -58,13 +63,15 @@ struct FHIRProxyTests {
             }
             url = bundle["link"]?.arrayValue?.first { $0["relation"]?.stringValue == "next" }?["url"]?.stringValue
         }
-        #expect(ids.count == 25 && Set(ids).count == 25)
+        #expect(ids.count == 25 && Set(ids).count == 25 && pages == 4)
     }
 
     @Test("unsafe paths are refused with no upstream call", arguments: [
         "/fhir/Patient/..%2F..%2Fadmin", "/fhir/Patient/%2e%2e/x", "/fhir/..", "/fhir/Patient//pat-1", "/fhir/Patient/pat-1%00",
         "/fhir/Patient/a%5cb", "/fhir/Patient/a@b", "/fhir/http:%2F%2Fevil.example%2FPatient", "/fhir/Patient/pat-1?x=" + String(repeating: "a", count: 5000),
         "/fhir/", "/fhir/Patient/%252e%252e",
+        // At the base itself only a page of search results: not a system search, nor a page with a search's parameters.
+        "/fhir", "/fhir?_type=Observation", "/fhir?_getpages=x&patient=pat-2", "/fhir?_getpages=", "/fhir?_count=10",
     ])
     func pathSafety(_ path: String) async throws {
         let h = try await BFFHarness.start()
@@ -125,6 +132,9 @@ struct FHIRProxyTests {
             let refused = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&" + query, launch: launch)
             #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(query): \(refused.status)")
         }
+        // A page at the EHR's base (HAPI FHIR's paging links) is checked alike.
+        let page = try await browser.api(h.baseURL + "/fhir?_getpages=abc&_getpagesoffset=10&_include=Observation:subject:Observation", launch: launch)
+        #expect(page.status == 403 && page.text.contains("do not allow including Observation (through _include)"), "\(page.status)")
         #expect(await h.sandbox.state.fhirRequests == 0)
         #expect(await h.sandbox.state.recentFHIRRequests.isEmpty)
         let search = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1", launch: launch)
@@ -133,6 +143,21 @@ struct FHIRProxyTests {
         // Including a granted type (Patient) goes through.
         #expect(try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&_include=Patient:link:Patient", launch: launch).status == 200)
         #expect(await h.sandbox.state.fhirRequests == 2)
+    }
+
+    @Test("a page of search results at the EHR's base needs a search scope: a launch that may only read gets 403 with no upstream call")
+    func pageWithoutSearchScope() async throws {
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app", standaloneScope: "launch/patient openid fhirUser patient/Patient.r")]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        let page = try await browser.api(h.baseURL + "/fhir?_getpages=abc&_getpagesoffset=10&_count=10", launch: launch)
+        #expect(page.status == 403 && page.text.contains("they allow no search"), "\(page.status): \(page.text)")
+        #expect(await h.sandbox.state.fhirRequests == 0)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
     @Test("a launch whose EHR left the issuers file (a restart with a new file; the sessions stayed) is 401 there, and the EHR is not contacted")

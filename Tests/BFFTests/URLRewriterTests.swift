@@ -131,6 +131,9 @@ struct URLRewriterTests {
         ("hTTps://Ehr.ExAmple/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
         ("https://ehr.example:443/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
         (#"HTTPS:\/\/EHR.example:443\/fhir\/r4\/Patient\/1"#, #"https:\/\/bff.example\/fhir\/Patient\/1"#),
+        // HAPI FHIR's paging links: a query on the base itself.
+        ("https://ehr.example/fhir/r4?_getpages=5f1c&_getpagesoffset=20&_count=20", "https://bff.example/fhir?_getpages=5f1c&_getpagesoffset=20&_count=20"),
+        (#"https:\/\/ehr.example:443\/fhir\/r4?_getpages=5f1c"#, #"https:\/\/bff.example\/fhir?_getpages=5f1c"#),
     ]
 
     /// `url` values that are not under the EHR's base, however they look.
@@ -140,6 +143,7 @@ struct URLRewriterTests {
         "http://ehr.example/fhir/r4/Patient/1", "https://ehr.example.evil/fhir/r4/Patient/1",
         "https://ehr.example@evil.example/fhir/r4/Patient/1", "https://ehr.example:443.evil/fhir/r4/Patient/1",
         "https://ehr.example/fhir/r42/Patient/1", "https://ehr.example/fhir/r4x", "https://ehr.example/fhir/r4",
+        "https://ehr.example/fhir/r4x?_getpages=1", "https://ehr.example/fhir?_getpages=1", "https://ehr.example/fhir/r4#?_getpages=1",
         #"https:\/\/ehr.example\/fhir\/r4x\/Patient"#, #"https:\\/\\/ehr.example\\/fhir\\/r4\\/Patient"#,
         #"https:\u002F\u002Fehr.example\u002Ffhir\u002Fr4\u002FPatient"#, // other escapes are not matched
     ]
@@ -218,6 +222,7 @@ struct URLRewriterTests {
     func location() {
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "/Patient/1/_history/2")
             == Self.publicBase + "/Patient/1/_history/2")
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "?_getpages=1") == Self.publicBase + "?_getpages=1")
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: "https://elsewhere.example/x") == "https://elsewhere.example/x")
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "x/Patient/1") == Self.base + "x/Patient/1")
         // The same origin rules as in bodies; JSON's escapes are not a header's.
@@ -248,6 +253,12 @@ struct FHIRPathTests {
     func accepted() {
         for path in ["Patient", "Patient/123", "Observation/a.b-c_d", "Patient/1/_history/2", "$export", "Patient/..."] {
             #expect(FHIRPath.problem(path: path, query: nil) == nil, "\(path)")
+        }
+        // A page of search results at the base itself, as HAPI FHIR's paging links read it.
+        for query in ["_getpages=5f1c", "_getpages=5f1c&_getpagesoffset=20&_count=20&_bundletype=searchset",
+                      "_getpages=5f1c&_pageId=2&_format=json&_pretty=true&_include=Observation:subject:Patient&_elements=id,code",
+                      "_getpages=a&_include%3Aiterate=Patient:link:Patient&_elements:exclude=text"] {
+            #expect(FHIRPath.problem(path: "", query: query) == nil, "\(query)")
         }
     }
 
@@ -280,6 +291,7 @@ struct FHIRPathTests {
         for (path, interaction) in wide {
             #expect(FHIRInteraction(path: path) == interaction && FHIRInteraction(path: path).access == anyType, "\(path)")
         }
+        #expect(FHIRInteraction(path: "") == .page && FHIRInteraction(path: "").access == .someSearch)
         #expect(FHIRInteraction(path: "_history") == .historySystem
             && FHIRInteraction(path: "_history").access == .resources(type: "*", interaction: .history))
     }
@@ -289,7 +301,8 @@ struct FHIRPathTests {
         let cases = ["/Patient/1": "read", "/Patient/1?_elements=name": "read", "/Observation?patient=1": "search-type",
                      "/Patient/1/Observation": "search-type", "/metadata": "capabilities", "/Patient/1/$everything": "operation",
                      "/$export": "operation", "/_history": "history-system", "/Patient/_history": "history-type",
-                     "/Patient/1/_history": "history-instance", "/Patient/1/_history/2": "vread", "/Patient/1/x": "search-system"]
+                     "/Patient/1/_history": "history-instance", "/Patient/1/_history/2": "vread", "/Patient/1/x": "search-system",
+                     "/?_getpages=5f1c&_getpagesoffset=20": "search"]
         for (path, code) in cases {
             let entry = AuditEntry(at: Date(), launchHash: "l", iss: "https://ehr.example/fhir", sub: "s", fhirUser: nil, patient: nil,
                                    method: "GET", pathAndQuery: path, upstreamStatus: 200, bytes: 1)
@@ -300,7 +313,7 @@ struct FHIRPathTests {
     @Test("refused paths, each with its reason")
     func refused() {
         let cases: [(String, String)] = [
-            ("", "A FHIR path is required."),
+            ("", "A FHIR path is required: at the EHR's base only a page of search results (?_getpages=…) is read."),
             ("Patient//1", "Empty path segments (//) are not allowed."),
             ("Patient/", "Empty path segments (//) are not allowed."),
             ("/Patient", "Empty path segments (//) are not allowed."),
@@ -316,5 +329,12 @@ struct FHIRPathTests {
         for (path, reason) in cases {
             #expect(FHIRPath.problem(path: path, query: nil) == reason, "\(path)")
         }
+        // At the base, a query that is not a page: a system search, a page with a search's own
+        // parameters, or no page id.
+        for query in ["_type=Observation", "_getpages=1&patient=2", "_getpages=", "_getpages", "_getpagesoffset=20&_count=20", "_getpages=1&_getpages%00=2"] {
+            #expect(FHIRPath.problem(path: "", query: query)?.hasPrefix("A FHIR path is required") == true, "\(query)")
+        }
+        #expect(FHIRPath.problem(path: "", query: "_getpages=1%23") == nil)
+        #expect(FHIRPath.problem(path: "", query: "_getpages=1#x") == "The query holds a #.")
     }
 }

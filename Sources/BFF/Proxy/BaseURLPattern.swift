@@ -1,7 +1,9 @@
 /// The EHR's base URL as a byte pattern that also matches its other spellings: the scheme
 /// and host in any case (`HTTPS://EHR.Example.org`), an explicit default port (`:443` for
 /// https, `:80` for http) the same as none, and, where JSON's escapes are allowed, any `/`
-/// written `\/`. The path is compared byte for byte. A match ends with the `/` after the base.
+/// written `\/`. The path is compared byte for byte. A match ends with the `/` after the base,
+/// or with a `?` right after it: a query on the base itself, as in HAPI FHIR's paging links
+/// (`{base}?_getpages=…`).
 ///
 /// A base that is not an absolute URL (`scheme://authority…`) matches nothing.
 struct BaseURLPattern: Sendable {
@@ -10,9 +12,9 @@ struct BaseURLPattern: Sendable {
         case none
         /// The bytes ran out before the pattern could tell.
         case partial
-        /// The first `length` bytes spell the base and a `/`; `escaped` when a `/` among them
-        /// was written `\/`.
-        case full(length: Int, escaped: Bool)
+        /// The first `length` bytes spell the base and a `/` (or a `?`: `query`); `escaped`
+        /// when a `/` among them was written `\/`.
+        case full(length: Int, escaped: Bool, query: Bool)
     }
 
     /// The scheme, in lower case.
@@ -56,8 +58,8 @@ struct BaseURLPattern: Sendable {
         first = scheme[0]
     }
 
-    /// Whether `bytes` from `start` on spell the base and a `/`. `escapes`: whether a `/` may
-    /// be written `\/` (inside a JSON string).
+    /// Whether `bytes` from `start` on spell the base and a `/` or `?`. `escapes`: whether a
+    /// `/` may be written `\/` (inside a JSON string).
     func match(_ bytes: UnsafeRawBufferPointer, from start: Int, escapes: Bool) -> Match {
         guard !scheme.isEmpty else { return .none }
         let n = bytes.count
@@ -102,8 +104,9 @@ struct BaseURLPattern: Sendable {
             guard bytes[i] == expected else { return .none }
             i += 1
         }
+        if i < n, bytes[i] == Self.question { return .full(length: i + 1 - start, escaped: escaped, query: true) }
         if let failed = Self.slash(bytes, &i, &escaped, escapes: escapes) { return failed }
-        return .full(length: i - start, escaped: escaped)
+        return .full(length: i - start, escaped: escaped, query: false)
     }
 
     /// Steps over a `/` (or `\/` when `escapes`) at `i`; nil when it did, else why not.
@@ -129,4 +132,5 @@ struct BaseURLPattern: Sendable {
     private static let slash = UInt8(ascii: "/")
     private static let backslash = UInt8(ascii: "\\")
     private static let colon = UInt8(ascii: ":")
+    private static let question = UInt8(ascii: "?")
 }

@@ -21,6 +21,9 @@ enum FHIRInteraction: Equatable {
     case historySystem
     /// `$op` anywhere in the path.
     case operation
+    /// The EHR's base itself (an empty path): a page of search results, `?_getpages=…`
+    /// (`FHIRPath.pageParameters`).
+    case page
     /// Any other shape, system-level paths among them: its results may be of any type.
     case other
 
@@ -31,6 +34,7 @@ enum FHIRInteraction: Equatable {
         if segments.contains(where: { $0.first == UInt8(ascii: "$") }) { self = .operation; return }
         guard let first = segments.first, FHIRInteraction.isResourceType(first) else {
             switch path {
+            case "": self = .page
             case "metadata": self = .capabilities
             case "_history": self = .historySystem
             default: self = .other
@@ -64,6 +68,10 @@ enum FHIRInteraction: Equatable {
         /// `interaction` on resources of `type`; `"*"` when the results are not of one type,
         /// which only a wildcard scope (`patient/*.rs`, `user/*.read`) grants.
         case resources(type: String, interaction: SMARTScopes.Interaction)
+        /// A search grant for any type: a page after the first of a search. The search was
+        /// checked when its first page was read, and a page names it only by the EHR's
+        /// opaque id, so the page's type is not known here (the EHR still checks).
+        case someSearch
     }
 
     var access: Access {
@@ -76,11 +84,12 @@ enum FHIRInteraction: Equatable {
         case .historySystem: .resources(type: "*", interaction: .history)
         case .operation: .resources(type: "*", interaction: .operation)
         case .other: .resources(type: "*", interaction: .search)
+        case .page: .someSearch
         }
     }
 
     /// Its code in http://hl7.org/fhir/restful-interaction (an unknown shape counts as a
-    /// system-level search).
+    /// system-level search; a page, of a search of unknown type, is the general `search`).
     var code: String {
         switch self {
         case .capabilities: "capabilities"
@@ -92,6 +101,7 @@ enum FHIRInteraction: Equatable {
         case .historySystem: "history-system"
         case .operation: "operation"
         case .other: "search-system"
+        case .page: "search"
         }
     }
 

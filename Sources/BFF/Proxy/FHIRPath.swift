@@ -2,17 +2,44 @@ import HTTPCore
 
 /// Checks a `/fhir/{path}?{query}` request before anything goes upstream. It refuses
 /// rather than normalises: `..`, encoded slashes, dots or backslashes, `//`, `@`, NUL and
-/// other control bytes, absolute URLs and over-long queries are 400.
+/// other control bytes, absolute URLs and over-long queries are 400. An empty path (the
+/// EHR's base itself) is accepted only for a page of search results (`pageParameters`).
 enum FHIRPath {
     static let maxPath = 2048
     static let maxQuery = 4096
 
+    /// The parameters of a page of search results read at the EHR's base, as HAPI FHIR
+    /// writes its paging links (`{base}?_getpages=…&_getpagesoffset=20&_count=20&_bundletype=searchset`,
+    /// with `_pageId`, `_format`, `_pretty`, `_include`, `_elements` as the search had them).
+    /// `_getpages` must be there; no other parameter may.
+    static let pageParameters: Set<String> = ["_getpages", "_getpagesoffset", "_pageId", "_count", "_format", "_pretty",
+                                              "_bundletype", "_include", "_include:iterate", "_include:recurse",
+                                              "_elements", "_elements:exclude"]
+
     /// Why the path or query is refused, or nil when it is safe.
     static func problem(path: String, query: String?) -> String? {
-        guard !path.isEmpty else { return "A FHIR path is required." }
+        if path.isEmpty {
+            guard let query, isPage(query) else {
+                return "A FHIR path is required: at the EHR's base only a page of search results (?_getpages=…) is read."
+            }
+        }
         guard path.utf8.count <= maxPath else { return "The path is too long." }
         if let query, query.utf8.count > maxQuery { return "The query is too long." }
-        // One pass over the bytes, segment by segment.
+        if !path.isEmpty, let problem = pathProblem(path) { return problem }
+        if let query {
+            guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return "The query holds control or non-ASCII bytes." }
+            guard !containsEncoded(query, ["%00", "%0a", "%0d"]) else { return "The query holds encoded control bytes." }
+            // What the scope check reads must be what the EHR gets: a `#` would end the query
+            // sent upstream (the rest a fragment, dropped) while the check and the audit trail
+            // read on; a pair that does not decode would be skipped by the check alone.
+            guard !query.utf8.contains(UInt8(ascii: "#")) else { return "The query holds a #." }
+            guard query.split(separator: "&").allSatisfy(decodes) else { return "The query holds percent-encoding that is not UTF-8." }
+        }
+        return nil
+    }
+
+    /// Why a non-empty path is refused: one pass over the bytes, segment by segment.
+    private static func pathProblem(_ path: String) -> String? {
         var length = 0, dots = 0
         for byte in path.utf8 {
             if byte == UInt8(ascii: "/") {
@@ -24,17 +51,19 @@ enum FHIRPath {
             length += 1
             if byte == UInt8(ascii: ".") { dots += 1 }
         }
-        if let problem = segmentProblem(length: length, dots: dots) { return problem }
-        if let query {
-            guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return "The query holds control or non-ASCII bytes." }
-            guard !containsEncoded(query, ["%00", "%0a", "%0d"]) else { return "The query holds encoded control bytes." }
-            // What the scope check reads must be what the EHR gets: a `#` would end the query
-            // sent upstream (the rest a fragment, dropped) while the check and the audit trail
-            // read on; a pair that does not decode would be skipped by the check alone.
-            guard !query.utf8.contains(UInt8(ascii: "#")) else { return "The query holds a #." }
-            guard query.split(separator: "&").allSatisfy(decodes) else { return "The query holds percent-encoding that is not UTF-8." }
+        return segmentProblem(length: length, dots: dots)
+    }
+
+    /// Whether a query on the EHR's base asks for a page of search results: `_getpages` with
+    /// a value, and only `pageParameters`.
+    private static func isPage(_ query: String) -> Bool {
+        var hasPages = false
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = PercentEncoding.decodeFormComponent(parts[0]), pageParameters.contains(name) else { return false }
+            if name == "_getpages" { hasPages = parts.count == 2 && !parts[1].isEmpty }
         }
-        return nil
+        return hasPages
     }
 
     /// Why a segment of `length` bytes, `dots` of them dots, is refused.

@@ -5,7 +5,8 @@ import SMART
 import Sessions
 
 /// `GET`/`HEAD /fhir/{path}?{query}`: the EHR's response to `{iss}/{path}?{query}` with the
-/// launch's bearer token. Only `Accept`, `If-None-Match` and `If-Modified-Since` of the
+/// launch's bearer token (and `/fhir?_getpages=…`, a page of search results at the base,
+/// to `{iss}?_getpages=…`). Only `Accept`, `If-None-Match` and `If-Modified-Since` of the
 /// browser's request go upstream; only status, body, `Content-Type`, `ETag`,
 /// `Last-Modified` and a rewritten `Location` come back, with `Cache-Control: no-store` and
 /// a sandboxing `Content-Security-Policy`.
@@ -50,13 +51,12 @@ struct FHIRProxy: Sendable {
     /// The front end's conditional-request fields, passed on as they are.
     private static let conditionalFields = ["If-None-Match", "If-Modified-Since"]
 
-    /// `base/path?query`, built in one string.
+    /// `base/path?query` (`base?query` for a page at the base), built in one string.
     private static func upstreamURL(base: String, path: String, query: String?) -> String {
         var url = ""
         url.reserveCapacity(base.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 2)
         url += base
-        url += "/"
-        url += path
+        if !path.isEmpty { url += "/"; url += path }
         if let query { url += "?"; url += query }
         return url
     }
@@ -65,7 +65,15 @@ struct FHIRProxy: Sendable {
     /// within the launch's scopes.
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
         let query = request.queryItems
-        if case let .resources(type, interaction) = FHIRInteraction(path: path).access, !scopes.allows(type, interaction, query: query) {
+        switch FHIRInteraction(path: path).access {
+        case .open:
+            break
+        case .someSearch:
+            guard scopes.allowsSomeSearch else {
+                throw Problems.outsideScopes("The launch's scopes do not allow a page of search results: they allow no search.")
+            }
+        case let .resources(type, interaction):
+            guard !scopes.allows(type, interaction, query: query) else { break }
             let what = switch (type, interaction) {
             case ("*", .history): "the history of all resources, which needs a wildcard scope such as patient/*.rs with no restriction"
             case (_, .operation): "this operation: its results are not of one resource type, and its parameters are not search filters,"

@@ -8,7 +8,9 @@ import Glibc
 ///
 /// What is rewritten: a JSON string that is the value of an object member named exactly
 /// `url`, `fullUrl` or `reference` and begins with `<EHR base>/`; that prefix becomes
-/// `<BFF public URL>/fhir/`, the rest of the string stays.
+/// `<BFF public URL>/fhir/`, the rest of the string stays. A string that begins with
+/// `<EHR base>?` (a query on the base itself: HAPI FHIR's paging links,
+/// `<EHR base>?_getpages=…`) has that prefix rewritten to `<BFF public URL>/fhir?`.
 ///
 /// The EHR base matches in each of its spellings (`BaseURLPattern`): scheme and host in any
 /// case (`HTTPS://EHR.Example.org/fhir/…`), an explicit default port (`:443` for https,
@@ -48,9 +50,12 @@ struct URLRewriter {
     private let base: BaseURLPattern
     /// `<BFF public URL>/fhir`, for a `Location`.
     private let replacementBase: String
-    /// `"<BFF public URL>/fhir/`, and the same with each `/` written `\/`.
+    /// `"<BFF public URL>/fhir/`, and the same with each `/` written `\/`; then the same
+    /// ending in `?` in place of the last `/`.
     private let replacement: [UInt8]
     private let escapedReplacement: [UInt8]
+    private let queryReplacement: [UInt8]
+    private let escapedQueryReplacement: [UInt8]
     private var carry: [UInt8] = []
     /// The last bytes (at most `lookBehind`) before `carry`: where a member name begins when
     /// its value opens at the start of the next input.
@@ -59,8 +64,11 @@ struct URLRewriter {
     init(from base: String, to replacementBase: String) {
         self.base = BaseURLPattern(base)
         self.replacementBase = replacementBase
+        func escaped(_ bytes: [UInt8]) -> [UInt8] { bytes.flatMap { $0 == UInt8(ascii: "/") ? Array(#"\/"#.utf8) : [$0] } }
         replacement = Array(("\"" + replacementBase + "/").utf8)
-        escapedReplacement = replacement.flatMap { $0 == UInt8(ascii: "/") ? Array(#"\/"#.utf8) : [$0] }
+        escapedReplacement = escaped(replacement)
+        queryReplacement = Array(("\"" + replacementBase + "?").utf8)
+        escapedQueryReplacement = escaped(queryReplacement)
     }
 
     /// Rewrites `chunk`; holds back a possible partial match at its end for the next call.
@@ -75,18 +83,24 @@ struct URLRewriter {
         var copied = 0
         for match in matches {
             out += input[copied..<match.at]
-            out += match.escaped ? escapedReplacement : replacement
+            switch (match.escaped, match.query) {
+            case (false, false): out += replacement
+            case (true, false): out += escapedReplacement
+            case (false, true): out += queryReplacement
+            case (true, true): out += escapedQueryReplacement
+            }
             copied = match.at + match.length
         }
         out += input[copied..<keep]
         return out
     }
 
-    /// A match: `"` and the EHR base with its `/` at `at`, `length` bytes.
+    /// A match: `"` and the EHR base with its `/` (or `?`: `query`) at `at`, `length` bytes.
     private struct Found {
         let at: Int
         let length: Int
         let escaped: Bool
+        let query: Bool
     }
 
     /// The matches in `bytes` that are rewritten members' values, and how much of `bytes` can
@@ -108,9 +122,9 @@ struct URLRewriter {
             case .partial:
                 // Held back for the next chunk to complete, if it is a rewritten member's value.
                 if URLRewriter.isRewrittenMember(bytes, quote: at, context: context) { return (matches, at) }
-            case let .full(length, escaped):
+            case let .full(length, escaped, query):
                 if URLRewriter.isRewrittenMember(bytes, quote: at, context: context) {
-                    matches.append(Found(at: at, length: 1 + length, escaped: escaped))
+                    matches.append(Found(at: at, length: 1 + length, escaped: escaped, query: query))
                     i = at + 1 + length
                 }
             }
@@ -161,11 +175,11 @@ struct URLRewriter {
     }
 
     /// A single URL (a `Location` header): the base in any of its spellings but JSON's
-    /// escapes, followed by `/`, becomes `<BFF public URL>/fhir/`.
+    /// escapes, followed by `/` (or `?`), becomes `<BFF public URL>/fhir/` (or `…/fhir?`).
     func rewrite(url: String) -> String {
         let bytes = Array(url.utf8)
-        guard case let .full(length, _) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
-        return replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
+        guard case let .full(length, _, query) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
+        return replacementBase + (query ? "?" : "/") + String(decoding: bytes[length...], as: UTF8.self)
     }
 }
 
