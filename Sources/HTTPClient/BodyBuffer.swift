@@ -150,6 +150,14 @@ final class BodyBuffer: Sendable {
     /// slowly, is not cut off.
     var lastTake: Double { state.withLock { $0.lastTake } }
 
+    /// Either side: the failure the exchange ended with, if it ended with one.
+    var failure: HTTPClientError? {
+        state.withLock { s in
+            guard case let .failure(error)? = s.end else { return nil }
+            return error
+        }
+    }
+
     /// Loop thread: drops the pieces the consumer has not taken (its transfer is about to
     /// fail: they could never make a whole body).
     func dropBuffered() {

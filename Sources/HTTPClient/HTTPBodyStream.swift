@@ -5,8 +5,7 @@
 /// costs at most about 1 MiB of memory per response, whatever the body's size. A consumer
 /// that is behind and takes no piece for `HTTPClient.Configuration.stallTimeout` loses the
 /// transfer: the pieces still waiting are dropped, its connection closes, and the next
-/// read throws a timeout (`isTimeout`). One that keeps taking pieces, however slowly,
-/// keeps it.
+/// read throws `isStalled`. One that keeps taking pieces, however slowly, keeps it.
 ///
 /// The sequence ends normally only when the whole body arrived (the declared
 /// `Content-Length`, the final chunk, or the connection's end when neither framing was
@@ -60,4 +59,9 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
 
     /// Stops the transfer; the consumer will not read the rest.
     public func cancel() { buffer.cancel() }
+
+    /// The failure the transfer ended with, if it ended with one, whether or not a read
+    /// has thrown it yet (a consumer held up elsewhere may learn here that its transfer was
+    /// given up as stalled). Nil while it goes on, and when the whole body arrived.
+    public var failure: HTTPClientError? { buffer.failure }
 }

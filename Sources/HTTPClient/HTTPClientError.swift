@@ -8,6 +8,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     private enum Code: String, Sendable {
         case connectFailed = "connect failed"
         case timedOut = "timed out"
+        case stalled = "reader stalled"
         case tls = "TLS failure"
         case malformedResponse = "malformed response"
         case truncated = "response truncated"
@@ -30,6 +31,11 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     public static func connectFailed(_ message: String = "could not connect") -> Self { Self(.connectFailed, message) }
     /// The connect timeout passed, or no data arrived within the read timeout.
     public static func timedOut(_ message: String = "no data within the timeout") -> Self { Self(.timedOut, message) }
+    /// The response's reader was behind and took nothing for the stall timeout: its transfer
+    /// was given up (the reader's doing, not the upstream's).
+    public static func stalled(_ message: String = "the response's reader took nothing for longer than the stall timeout") -> Self {
+        Self(.stalled, message)
+    }
     /// The TLS handshake or certificate verification failed.
     public static func tls(_ message: String = "TLS handshake or verification failed") -> Self { Self(.tls, message) }
     /// The upstream's answer was not valid HTTP, or there was none.
@@ -50,6 +56,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     public var failure: String { code.rawValue }
 
     public var isTimeout: Bool { code == .timedOut }
+    public var isStalled: Bool { code == .stalled }
     public var isConnectFailure: Bool { code == .connectFailed }
     public var isTLSFailure: Bool { code == .tls }
     public var isTruncated: Bool { code == .truncated }

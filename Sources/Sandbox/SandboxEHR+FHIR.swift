@@ -25,7 +25,7 @@ extension SandboxEHR {
             return r
         }
         let parts = (request.pathParameters["*"] ?? "").split(separator: "/").map(String.init)
-        if await state.closeMidBody { return truncatedBody() }
+        if await state.closeMidBody { return truncatedBody(length: Int(request.queryParameter("size") ?? "") ?? 200_000) }
         let bound = token.boundPatient
         let paging: Paging = await state.hapiPaging ? .hapi : .offset
         switch parts.count {
@@ -143,10 +143,12 @@ extension SandboxEHR {
         })
     }
 
-    /// Declares a long body, sends half, then fails: the connection closes mid-body.
-    private func truncatedBody() -> Response {
-        Response(status: .ok, headers: ["Content-Type": "application/fhir+json"], body: .stream(length: 200_000) { writer in
-            try await writer.write([UInt8](repeating: UInt8(ascii: " "), count: 100_000))
+    /// Declares a body of `length` bytes (`?size=`, 2 to 64 MiB; default 200 000), sends
+    /// half, then fails: the connection closes mid-body.
+    private func truncatedBody(length: Int) -> Response {
+        let length = max(2, min(64 << 20, length))
+        return Response(status: .ok, headers: ["Content-Type": "application/fhir+json"], body: .stream(length: length) { writer in
+            try await writer.write([UInt8](repeating: UInt8(ascii: " "), count: length / 2))
             struct MidBodyFailure: Error {}
             throw MidBodyFailure()
         })

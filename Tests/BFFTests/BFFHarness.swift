@@ -26,7 +26,8 @@ final class BFFHarness: Sendable {
 
     static func start(instances: Int = 1, extraClients: [SandboxClient] = [],
                       registrations: (SandboxEHR, [Int]) -> [IssuerRegistration] = { s, _ in [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app")] },
-                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(30), proxyCacheSeconds: Int = 2,
+                      returnOrigins: [String] = [], readTimeout: Duration = .seconds(30), stallTimeout: Duration = .seconds(120),
+                      writeTimeout: Double = 30, proxyCacheSeconds: Int = 2,
                       refreshDeadline: Duration = .seconds(15),
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
@@ -72,9 +73,11 @@ final class BFFHarness: Sendable {
             // on a machine that may be running the whole suite: 5 s could pass for an outage.
             options.poolAcquireTimeout = .seconds(30)
             options.server.eventLoops = 1
+            options.server.writeTimeout = writeTimeout
             // No test waits for the default read timeout: long, so that no EHR call on a loaded
             // machine passes for a timeout.
             options.http.readTimeout = readTimeout
+            options.http.stallTimeout = stallTimeout
             if let auditMaxPending { options.audit.maxPending = auditMaxPending }
             if let shutdownDeadline { options.shutdownDeadline = shutdownDeadline }
             options.refreshDeadline = refreshDeadline

@@ -1,6 +1,7 @@
 import BFF
 import BFFTesting
 import Foundation
+import HTTPClient
 import JSON
 import Sandbox
 import Testing
@@ -188,16 +189,66 @@ struct FHIRProxyTests {
         #expect(page.body.prefix(12) == Array(#"{"resourceTy"#.utf8)[...])
     }
 
-    @Test("an upstream that closes mid-body never looks like a complete 200")
+    @Test("an upstream that closes mid-body never looks like a complete 200, and the metrics count each as truncated")
     func truncated() async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.setCloseMidBody(true)
-        // Either a 502 (small bodies are read whole first) or a broken connection: never a 200.
-        let page = try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
-        #expect(page == nil || page?.status != 200, "\(page?.status ?? 0)")
+        // A small body is read whole before anything is answered: 502.
+        let small = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(small.status == 502 && small.header("Content-Type") == "application/problem+json", "\(small.status)")
+        // A large one streams, its head already sent: the connection breaks off unfinished.
+        await #expect(throws: HTTPClientError.self) { try await browser.api(h.baseURL + "/fhir/Binary/large?size=2000000", launch: launch) }
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"truncated\"} 2"),
+                "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+    }
+
+    @Test("an EHR that stops sending in the middle of a small body: 504 at the read timeout, counted as a timeout")
+    func stopsMidBody() async throws {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nContent-Length: 1000\r\n\r\n"
+        let front = try RiggedEHRFront(path: "/fhir/Patient/silent", hold: 10) { _ in Array((head + #"{"resourceType":"Pat"#).utf8) }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(readTimeout: .seconds(2), sandbox: { $0.publicBaseURL = front.url })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/silent", launch: launch)
+        #expect(page.status == 504 && page.text.contains("stopped sending"), "\(page.status): \(page.text)")
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"timeout\"} 1"), "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+    }
+
+    @Test("a browser that takes nothing of a streamed body for the stall timeout loses that response and frees the EHR's connection; the metrics say stalled")
+    func stalledBrowser() async throws {
+        // The EHR's transfer is given up after 1 s; the browser's connection, whose writes
+        // wait all that time, is dropped at the write timeout, 5 s.
+        let h = try await BFFHarness.start(stallTimeout: .seconds(1), writeTimeout: 5)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let cookie = browser.cookieValues.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+        let port = h.bff.port, size = 64 << 20
+        let reader = try RawHTTPClient(port: port, timeout: 60)
+        defer { reader.close() }
+        reader.send("GET /fhir/Binary/large?size=\(size) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
+                    + "X-CSRF: 1\r\nX-BFF-Launch: \(launch)\r\n\r\n")
+        // Nothing is read: the sockets' buffers and the megabyte read ahead fill, the stall
+        // timeout runs out, then the write timeout (a loaded machine may take its time).
+        var metrics = ""
+        for _ in 0..<150 where !metrics.contains("kind=\"stalled\"") {
+            try await Task.sleep(for: .milliseconds(200))
+            metrics = try await browser.request(h.baseURL + "/metrics").text
+        }
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"stalled\"} 1") && !metrics.contains("kind=\"timeout\""),
+                "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+        // What had been sent, and then the end of the connection: never the whole body.
+        let received = try await runBlocking { reader.readUntilClose(timeout: 60) }
+        #expect(received.count < size, "\(received.count) bytes")
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
     /// An EHR answer with both framings: `Content-Length: <declared>` and 8 MB in chunks.

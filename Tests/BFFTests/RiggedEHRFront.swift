@@ -14,15 +14,18 @@ final class RiggedEHRFront: Sendable {
     private let listener: ThreadedListener
     private let path: String
     private let answer: @Sendable (_ method: String) -> [UInt8]
+    private let hold: Double
     private let backendPort = Atomic<Int>(0)
 
     /// `http://127.0.0.1:<port>`.
     var url: String { "http://127.0.0.1:\(listener.port)" }
 
-    /// `answer` gives the bytes sent for a request (GET or HEAD) whose target is `path`.
-    init(path: String, answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
+    /// `answer` gives the bytes sent for a request (GET or HEAD) whose target is `path`; the
+    /// connection then stays open, silent, for `hold` seconds (an EHR that stops sending).
+    init(path: String, hold: Double = 0, answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
         self.path = path
         self.answer = answer
+        self.hold = hold
         listener = try ThreadedListener()
         listener.start { [self] client in serve(client) }
     }
@@ -38,6 +41,7 @@ final class RiggedEHRFront: Sendable {
         let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self).split(separator: " ")
         if requestLine.count == 3, requestLine[1] == path {
             _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]))[...])
+            if hold > 0 { Thread.sleep(forTimeInterval: hold) }
             return
         }
         guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }

@@ -109,17 +109,22 @@ struct FHIRProxy: Sendable {
             services.upstreamFailures.answered(iss: iss, now: services.now())
             return response
         } catch {
-            // A body can break off before its head is handed over (all of it arrived in one
-            // go): that EHR was reached, and the failure is a truncation.
-            // Cancelled: this process stopped while the EHR was still answering; no fault of the EHR's.
-            let kind = error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated"
-                : error.isCancelled ? "cancelled" : "unreachable"
-            services.metrics.recordUpstreamError(kind)
+            services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
             auditRecorder(request: request, launch: launch, status: FHIRProxy.noAnswer)(0)
             if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
+    }
+
+    /// The `kind` label under which `bff_upstream_errors_total` counts a failed request.
+    /// A body can break off before its head is handed over (all of it arrived in one go): that
+    /// EHR was reached, and the failure is a truncation. Cancelled: this process stopped while
+    /// the EHR was still answering; stalled: the browser, behind, took nothing for the stall
+    /// timeout. Neither is the EHR's fault.
+    static func errorKind(_ error: HTTPClientError) -> String {
+        error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated"
+            : error.isCancelled ? "cancelled" : error.isStalled ? "stalled" : "unreachable"
     }
 
     /// Bodies up to this size (by `Content-Length`) are read whole and answered at once;
@@ -168,7 +173,8 @@ struct FHIRProxy: Sendable {
             let bytes: [UInt8]
             do { bytes = try await body.collect(limit: FHIRProxy.bufferLimit) } catch {
                 audit(0)
-                services.metrics.recordUpstreamError("truncated")
+                services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
+                if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR stopped sending its response.") }
                 throw Problems.upstream(.badGateway, "The EHR's response ended early.")
             }
             audit(Int64(bytes.count))
@@ -186,6 +192,12 @@ struct FHIRProxy: Sendable {
                 if rewrite { try await writer.write(rewriter.finish()) }
                 audit(bytes)
             } catch {
+                // The EHR's side failed, or, while a write to a browser that took nothing
+                // waited, its transfer was given up as stalled. (A write to a browser that has
+                // gone throws another error; a transfer still whole then is no failure.)
+                if let failure = error as? HTTPClientError ?? body.failure {
+                    services.metrics.recordUpstreamError(FHIRProxy.errorKind(failure))
+                }
                 body.cancel()
                 audit(bytes)
                 throw error // the connection closes without completing the message

@@ -278,7 +278,7 @@ final class ClientLoop: @unchecked Sendable {
                 // Its connection closes and frees the slot; the consumer, whenever it reads
                 // next, learns at once, not after the megabyte the transfer can no longer complete.
                 exchange.bodyBuffer?.dropBuffered()
-                end(exchange, .timedOut("the response's reader, behind, took nothing for longer than the stall timeout"))
+                end(exchange, .stalled())
                 continue
             }
             let reason = switch exchange.connection.map(\.isOpen) {
