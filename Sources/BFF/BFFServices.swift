@@ -67,7 +67,8 @@ public final class BFFServices: Sendable {
         metrics = Metrics()
         audit = AuditWriter(store: store, logger: logger, timing: auditTiming)
         upstreamFailures = UpstreamFailureLog(logger: logger)
-        proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds), publicFHIRBase: configuration.publicURL + "/fhir")
+        proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds), publicFHIRBase: configuration.publicURL + "/fhir",
+                                       tokenKey: configuration.tokenKey.value)
     }
 
     /// The registration for `iss` (trailing slashes ignored), or nil: unknown issuers are

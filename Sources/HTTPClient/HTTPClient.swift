@@ -45,8 +45,8 @@ public final class HTTPClient: Sendable {
         /// 1 MiB of body waits for it, reading from the upstream pauses (see
         /// `HTTPBodyStream`) until it has taken most of that (¾ MiB). If, while paused, it
         /// takes nothing for this long (counted from the pause or its last piece taken), the
-        /// transfer fails with a timeout (`isTimeout`: what was still buffered is dropped,
-        /// and its next read throws) and the connection closes. A paused transfer holds one
+        /// transfer fails as stalled (`isStalled`: what was still buffered is dropped, its
+        /// next read throws, and `HTTPBodyStream.failure` tells at once) and the connection closes. A paused transfer holds one
         /// of the host's `maxConnectionsPerHost`: without this bound, one reader that
         /// stopped reading could hold them all for hours. A reader that takes a piece at
         /// least this often is never cut off, however slow. Default 120 s, four times the

@@ -73,6 +73,8 @@ struct FHIRProxyTests {
         "/fhir/", "/fhir/Patient/%252e%252e",
         // At the base itself only a page of search results: not a system search, nor a page with a search's parameters.
         "/fhir", "/fhir?_type=Observation", "/fhir?_getpages=x&patient=pat-2", "/fhir?_getpages=", "/fhir?_count=10",
+        // A page id the BFF did not bind (`PageBinding`), and a page at /fhir/ rather than /fhir.
+        "/fhir?_getpages=5f1c", "/fhir/?_getpages=AAAAAAAAAAAAAAAAAAAAAA.5f1c",
     ])
     func pathSafety(_ path: String) async throws {
         let h = try await BFFHarness.start()
@@ -134,7 +136,8 @@ struct FHIRProxyTests {
             #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(query): \(refused.status)")
         }
         // A page at the EHR's base (HAPI FHIR's paging links) is checked alike.
-        let page = try await browser.api(h.baseURL + "/fhir?_getpages=abc&_getpagesoffset=10&_include=Observation:subject:Observation", launch: launch)
+        let page = try await browser.api(h.baseURL + "/fhir?_getpages=AAAAAAAAAAAAAAAAAAAAAA.abc&_getpagesoffset=10&_include=Observation:subject:Observation",
+                                         launch: launch)
         #expect(page.status == 403 && page.text.contains("do not allow including Observation (through _include)"), "\(page.status)")
         #expect(await h.sandbox.state.fhirRequests == 0)
         #expect(await h.sandbox.state.recentFHIRRequests.isEmpty)
@@ -155,10 +158,37 @@ struct FHIRProxyTests {
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.resetCounters()
-        let page = try await browser.api(h.baseURL + "/fhir?_getpages=abc&_getpagesoffset=10&_count=10", launch: launch)
+        let page = try await browser.api(h.baseURL + "/fhir?_getpages=AAAAAAAAAAAAAAAAAAAAAA.abc&_getpagesoffset=10&_count=10", launch: launch)
         #expect(page.status == 403 && page.text.contains("they allow no search"), "\(page.status): \(page.text)")
         #expect(await h.sandbox.state.fhirRequests == 0)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+
+    @Test("a HAPI paging link serves only the launch that searched: another launch's tab, or an altered link, gets 403 with no EHR call; the EHR and the audit trail see the id alone")
+    func pageOfAnotherLaunch() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setHAPIPaging(true)
+        let browser = Browser(client: h.client)
+        let first = try #require(try await h.standaloneLogin(browser, patient: "pat-1").launch)
+        let second = try #require(try await h.standaloneLogin(browser, patient: "pat-2").launch)
+        let bundle = try JSONParser.parse(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&_count=7", launch: first).body)
+        let next = try #require(bundle["link"]?.arrayValue?.first { $0["relation"]?.stringValue == "next" }?["url"]?.stringValue)
+        await h.sandbox.state.resetCounters()
+        let otherTab = try await browser.api(next, launch: second)
+        #expect(otherTab.status == 403 && otherTab.text.contains("/problems/page-of-another-launch"), "\(otherTab.status): \(otherTab.text)")
+        let altered = try await browser.api(next.replacingOccurrences(of: "&_getpagesoffset", with: "x&_getpagesoffset"), launch: first)
+        #expect(altered.status == 403 && altered.text.contains("/problems/page-of-another-launch"), "\(altered.status)")
+        #expect(await h.sandbox.state.fhirRequests == 0)
+
+        let page = try await browser.api(next, launch: first)
+        #expect(page.status == 200)
+        let sent = try #require(await h.sandbox.state.recentFHIRRequests.last?.target)
+        let id = try #require(next.split(separator: "=")[1].split(separator: "&").first?.split(separator: ".", maxSplits: 1).last)
+        #expect(sent.hasPrefix("/fhir?_getpages=\(id)&"), "\(sent)")
+        await h.bff.services.audit.flush()
+        let entries = try await h.database.store.auditEntries(since: nil)
+        #expect(entries.last?.pathAndQuery == "/" + sent.dropFirst("/fhir".count), "\(entries.last?.pathAndQuery ?? "")")
     }
 
     @Test("a launch whose EHR left the issuers file (a restart with a new file; the sessions stayed) is 401 there, and the EHR is not contacted")
@@ -200,7 +230,8 @@ struct FHIRProxyTests {
         let small = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
         #expect(small.status == 502 && small.header("Content-Type") == "application/problem+json", "\(small.status)")
         // A large one streams, its head already sent: the connection breaks off unfinished.
-        await #expect(throws: HTTPClientError.self) { try await browser.api(h.baseURL + "/fhir/Binary/large?size=2000000", launch: launch) }
+        // 4 MB declared, 2 MB sent: reading pauses at 1 MiB, which hands the head over first.
+        await #expect(throws: HTTPClientError.self) { try await browser.api(h.baseURL + "/fhir/Binary/large?size=4000000", launch: launch) }
         let metrics = try await browser.request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_upstream_errors_total{kind=\"truncated\"} 2"),
                 "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
@@ -225,7 +256,11 @@ struct FHIRProxyTests {
     @Test("a browser that takes nothing of a streamed body for the stall timeout loses that response and frees the EHR's connection; the metrics say stalled")
     func stalledBrowser() async throws {
         // The EHR's transfer is given up after 1 s; the browser's connection, whose writes
-        // wait all that time, is dropped at the write timeout, 5 s.
+        // wait all that time, is dropped at the write timeout, 5 s. (In service the order is
+        // the other way round, 30 s and 120 s: a browser that takes nothing at all is dropped
+        // by the write timeout first, with the transfer still whole, and only one that trickles
+        // is stalled, noticed at the handler's next read. This order reaches the stall in
+        // seconds, and the count through `HTTPBodyStream.failure`.)
         let h = try await BFFHarness.start(stallTimeout: .seconds(1), writeTimeout: 5)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)

@@ -1,5 +1,6 @@
 @testable import BFF
 import Foundation
+import HTTPCore
 import Sessions
 import Testing
 
@@ -131,9 +132,6 @@ struct URLRewriterTests {
         ("hTTps://Ehr.ExAmple/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
         ("https://ehr.example:443/fhir/r4/Patient/1", "https://bff.example/fhir/Patient/1"),
         (#"HTTPS:\/\/EHR.example:443\/fhir\/r4\/Patient\/1"#, #"https:\/\/bff.example\/fhir\/Patient\/1"#),
-        // HAPI FHIR's paging links: a query on the base itself.
-        ("https://ehr.example/fhir/r4?_getpages=5f1c&_getpagesoffset=20&_count=20", "https://bff.example/fhir?_getpages=5f1c&_getpagesoffset=20&_count=20"),
-        (#"https:\/\/ehr.example:443\/fhir\/r4?_getpages=5f1c"#, #"https:\/\/bff.example\/fhir?_getpages=5f1c"#),
     ]
 
     /// `url` values that are not under the EHR's base, however they look.
@@ -222,7 +220,7 @@ struct URLRewriterTests {
     func location() {
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "/Patient/1/_history/2")
             == Self.publicBase + "/Patient/1/_history/2")
-        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "?_getpages=1") == Self.publicBase + "?_getpages=1")
+        #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "?_getpages=1") == Self.base + "?_getpages=1")
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: "https://elsewhere.example/x") == "https://elsewhere.example/x")
         #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: Self.base + "x/Patient/1") == Self.base + "x/Patient/1")
         // The same origin rules as in bodies; JSON's escapes are not a header's.
@@ -231,6 +229,63 @@ struct URLRewriterTests {
         for url in ["https://ehr.example/FHIR/r4/Patient/1", "https://ehr.example:8443/fhir/r4/Patient/1", #"https:\/\/ehr.example\/fhir\/r4\/Patient\/1"#] {
             #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(url: url) == url)
         }
+    }
+
+    static let pages = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 1, count: 32)), launchHash: "launch-a")
+
+    /// A `url` value that is a HAPI paging link, and what the rewrite must leave: the BFF's
+    /// `/fhir?` and the id with this launch's tag.
+    static let pagingLinks: [(String, String)] = [
+        ("https://ehr.example/fhir/r4?_getpages=5f1c-9a&_getpagesoffset=20&_count=20",
+         "https://bff.example/fhir?_getpages=\(tag("5f1c-9a")).5f1c-9a&_getpagesoffset=20&_count=20"),
+        ("HTTPS://ehr.example:443/fhir/r4?_getpages=5f1c", "https://bff.example/fhir?_getpages=\(tag("5f1c")).5f1c"),
+        (#"https:\/\/ehr.example\/fhir\/r4?_getpages=a.b_c"#, #"https:\/\/bff.example\/fhir?_getpages="# + tag("a.b_c") + ".a.b_c"),
+    ]
+
+    static func tag(_ id: String) -> String { String(decoding: pages.tag(for: Array(id.utf8)), as: UTF8.self) }
+
+    @Test("HAPI FHIR's paging links on the base: the BFF's /fhir? and the search id tagged for the launch, however split")
+    func pagingLinks() {
+        for (url, rewritten) in Self.pagingLinks {
+            let bytes = Array(#"{"url":"\#(url)"}"#.utf8), expected = #"{"url":"\#(rewritten)"}"#
+            for cut in 0...bytes.count {
+                var rewriter = URLRewriter(from: Self.base, to: Self.publicBase, pages: Self.pages)
+                let out = rewriter.rewrite(Array(bytes[..<cut])) + rewriter.rewrite(Array(bytes[cut...])) + rewriter.finish()
+                #expect(String(decoding: out, as: UTF8.self) == expected, "\(url) split at \(cut)")
+            }
+            // Without a binding such links stay the EHR's.
+            #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: bytes) == bytes)
+        }
+        // Another launch's tag differs; the tag covers the id.
+        let other = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 1, count: 32)), launchHash: "launch-b")
+        #expect(other.tag(for: Array("5f1c".utf8)) != Self.pages.tag(for: Array("5f1c".utf8)))
+        #expect(Self.pages.tag(for: Array("5f1d".utf8)) != Self.pages.tag(for: Array("5f1c".utf8)))
+        // Other queries on the base, and ids the binding does not take, stay the EHR's.
+        for url in ["https://ehr.example/fhir/r4?_type=Patient", "https://ehr.example/fhir/r4?_count=5&_getpages=1",
+                    "https://ehr.example/fhir/r4?_getpages=", "https://ehr.example/fhir/r4?_getpages=a%2Fb", "https://ehr.example/fhir/r4?_getpages=a b",
+                    "https://ehr.example/fhir/r4?_getpages=" + String(repeating: "a", count: PageBinding.maxIDLength + 1)] {
+            let bytes = Array(#"{"url":"\#(url)"}"#.utf8)
+            var rewriter = URLRewriter(from: Self.base, to: Self.publicBase, pages: Self.pages)
+            let out = bytes.map { rewriter.rewrite([$0]) }.joined() + rewriter.finish()
+            #expect(Array(out) == bytes, "\(url)")
+        }
+    }
+
+    @Test("a page request's bound id: this launch's tag gives the EHR's id; another launch's, an altered or a missing tag, nothing")
+    func boundIDs() throws {
+        let value = Self.tag("5f1c") + ".5f1c"
+        #expect(Self.pages.id(fromBound: value[...]) == "5f1c")
+        let other = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 1, count: 32)), launchHash: "launch-b")
+        #expect(other.id(fromBound: value[...]) == nil)
+        let otherKey = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 2, count: 32)), launchHash: "launch-a")
+        #expect(otherKey.id(fromBound: value[...]) == nil)
+        for altered in [Self.tag("5f1c") + ".5f1d", (value.first == "B" ? "C" : "B") + value.dropFirst(), "5f1c", "." + value, Self.tag("5f1c") + "."] {
+            #expect(Self.pages.id(fromBound: altered[...]) == nil, "\(altered)")
+        }
+        #expect(try FHIRProxy.upstreamQuery(path: "", query: "_getpages=\(value)&_getpagesoffset=20&_count=10", pages: Self.pages)
+            == "_getpages=5f1c&_getpagesoffset=20&_count=10")
+        #expect(throws: HTTPError.self) { try FHIRProxy.upstreamQuery(path: "", query: "_getpages=\(value)", pages: other) }
+        #expect(try FHIRProxy.upstreamQuery(path: "Patient", query: "_getpages=x", pages: other) == "_getpages=x")
     }
 
     @Test("JSON bodies (any case, with parameters) are rewritten; others pass untouched")
@@ -255,9 +310,10 @@ struct FHIRPathTests {
             #expect(FHIRPath.problem(path: path, query: nil) == nil, "\(path)")
         }
         // A page of search results at the base itself, as HAPI FHIR's paging links read it.
-        for query in ["_getpages=5f1c", "_getpages=5f1c&_getpagesoffset=20&_count=20&_bundletype=searchset",
-                      "_getpages=5f1c&_pageId=2&_format=json&_pretty=true&_include=Observation:subject:Patient&_elements=id,code",
-                      "_getpages=a&_include%3Aiterate=Patient:link:Patient&_elements:exclude=text"] {
+        let id = "TAG-OF-22-CHARACTERS_x.5f1c" // a tag's form; whose it is, the proxy checks
+        for query in ["_getpages=\(id)", "_getpages=\(id)&_getpagesoffset=20&_count=20&_bundletype=searchset",
+                      "_getpages=\(id)&_pageId=2&_format=json&_pretty=true&_include=Observation:subject:Patient&_elements=id,code",
+                      "_getpages=\(id)&_include:iterate=Patient:link:Patient&_include=Patient:organization:Organization&_elements:exclude=text"] {
             #expect(FHIRPath.problem(path: "", query: query) == nil, "\(query)")
         }
     }
@@ -331,10 +387,16 @@ struct FHIRPathTests {
         }
         // At the base, a query that is not a page: a system search, a page with a search's own
         // parameters, or no page id.
-        for query in ["_type=Observation", "_getpages=1&patient=2", "_getpages=", "_getpages", "_getpagesoffset=20&_count=20", "_getpages=1&_getpages%00=2"] {
+        // At the base, a query that is not a page as the BFF writes its links: a system search,
+        // a page with a search's own parameters, no page id, one not bound, bound ids or other
+        // parameters twice, percent-encoded names.
+        let id = "TAG-OF-22-CHARACTERS_x.5f1c"
+        for query in ["_type=Observation", "_getpages=\(id)&patient=2", "_getpages=", "_getpages", "_getpagesoffset=20&_count=20",
+                      "_getpages=5f1c", "_getpages=TAG-OF-22-CHARACTERS_x5f1c", "_getpages=TAG-OF-22-CHARACTERS_x.", "_getpages=TAG-OF-22-CHARACTERS_x.a%2Fb",
+                      "_getpages=\(id)&_getpages=\(id)", "_getpages=&_getpages=\(id)", "_getpages=\(id)&_count=10&_count=0",
+                      "%5Fgetpages=\(id)", "_getpages=\(id)&_include%3Aiterate=Patient:link:Patient", "_getpages=+", "_getpages=%20"] {
             #expect(FHIRPath.problem(path: "", query: query)?.hasPrefix("A FHIR path is required") == true, "\(query)")
         }
-        #expect(FHIRPath.problem(path: "", query: "_getpages=1%23") == nil)
-        #expect(FHIRPath.problem(path: "", query: "_getpages=1#x") == "The query holds a #.")
+        #expect(FHIRPath.problem(path: "", query: "_getpages=\(id)&_count=1#x") == "The query holds a #.")
     }
 }

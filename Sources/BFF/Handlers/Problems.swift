@@ -31,6 +31,12 @@ enum Problems {
         HTTPError(.forbidden, type: base + "scope", title: "Outside the granted scopes", detail: detail)
     }
 
+    static func pageOfAnotherLaunch() -> HTTPError {
+        HTTPError(.forbidden, type: base + "page-of-another-launch", title: "Not this launch's page",
+                  detail: "This page of search results is not one of this launch's own searches (or its link was altered): "
+                      + "follow the links in this launch's own Bundles.")
+    }
+
     static func databaseUnavailable() -> HTTPError {
         HTTPError(.serviceUnavailable, type: base + "database-unavailable", title: "Session store unavailable",
                   detail: "The session store cannot be reached right now; the session is kept, try again.")

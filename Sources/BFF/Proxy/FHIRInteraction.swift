@@ -68,9 +68,9 @@ enum FHIRInteraction: Equatable {
         /// `interaction` on resources of `type`; `"*"` when the results are not of one type,
         /// which only a wildcard scope (`patient/*.rs`, `user/*.read`) grants.
         case resources(type: String, interaction: SMARTScopes.Interaction)
-        /// A search grant for any type: a page after the first of a search. The search was
-        /// checked when its first page was read, and a page names it only by the EHR's
-        /// opaque id, so the page's type is not known here (the EHR still checks).
+        /// A search grant for any type: a page after the first of a search, which names the
+        /// search only by the EHR's id, so its type is not known here. That id is bound to
+        /// this launch (`PageBinding`), whose search was checked when its first page was read.
         case someSearch
     }
 

@@ -10,8 +10,10 @@ enum FHIRPath {
 
     /// The parameters of a page of search results read at the EHR's base, as HAPI FHIR
     /// writes its paging links (`{base}?_getpages=…&_getpagesoffset=20&_count=20&_bundletype=searchset`,
-    /// with `_pageId`, `_format`, `_pretty`, `_include`, `_elements` as the search had them).
-    /// `_getpages` must be there; no other parameter may.
+    /// with `_pageId`, `_format`, `_pretty`, `_include`, `_elements` as the search had them),
+    /// by these names exactly (no percent-encoding). `_getpages` must be there, once, with a
+    /// search id as the BFF bound it (`PageBinding`: tag, `.`, id); no parameter may repeat
+    /// but `_include`; no other parameter may be there.
     static let pageParameters: Set<String> = ["_getpages", "_getpagesoffset", "_pageId", "_count", "_format", "_pretty",
                                               "_bundletype", "_include", "_include:iterate", "_include:recurse",
                                               "_elements", "_elements:exclude"]
@@ -54,16 +56,26 @@ enum FHIRPath {
         return segmentProblem(length: length, dots: dots)
     }
 
-    /// Whether a query on the EHR's base asks for a page of search results: `_getpages` with
-    /// a value, and only `pageParameters`.
+    /// Whether a query on the EHR's base asks for a page of search results (`pageParameters`).
     private static func isPage(_ query: String) -> Bool {
-        var hasPages = false
+        var seen: Set<Substring> = []
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = PercentEncoding.decodeFormComponent(parts[0]), pageParameters.contains(name) else { return false }
-            if name == "_getpages" { hasPages = parts.count == 2 && !parts[1].isEmpty }
+            let name = parts[0]
+            guard pageParameters.contains(String(name)), seen.insert(name).inserted || name.hasPrefix("_include") else { return false }
+            if name == "_getpages" {
+                guard parts.count == 2, isBoundSearchID(parts[1]) else { return false }
+            }
         }
-        return hasPages
+        return seen.contains("_getpages")
+    }
+
+    /// Whether `value` has the form of a search id as the BFF binds it: a tag, `.`, an id.
+    private static func isBoundSearchID(_ value: Substring) -> Bool {
+        let count = value.utf8.count
+        return count > PageBinding.tagLength + 1 && count <= PageBinding.tagLength + 1 + PageBinding.maxIDLength
+            && value.utf8.allSatisfy(PageBinding.isIDByte)
+            && value.utf8[value.utf8.index(value.utf8.startIndex, offsetBy: PageBinding.tagLength)] == UInt8(ascii: ".")
     }
 
     /// Why a segment of `length` bytes, `dots` of them dots, is refused.

@@ -18,11 +18,17 @@ struct FHIRProxy: Sendable {
     func handle(_ request: Request) async throws -> Response {
         let path = request.pathParameters["*"] ?? ""
         if let problem = FHIRPath.problem(path: path, query: request.query) { throw Problems.badRequest(problem, type: "unsafe-fhir-path") }
+        if path.isEmpty, request.path != "/fhir" {
+            throw Problems.badRequest("A page of search results is read at /fhir?_getpages=…, with no slash after fhir.", type: "unsafe-fhir-path")
+        }
         // Fail closed: no PHI read that the audit trail could not record.
         guard !services.audit.isBackedUp else { throw Problems.auditUnavailable() }
         let entry = try await SessionResolver(services: services).resolveForProxy(request)
         let (launch, context) = (entry.launch, entry.context)
         try checkScopes(entry.scopes, path: path, request: request)
+        let query = try FHIRProxy.upstreamQuery(path: path, query: request.query, pages: entry.pages)
+        // What the audit trail records: what the EHR is asked for.
+        let target = "/" + path + (query.map { "?" + $0 } ?? "")
 
         // The common case needs no refresh and no lock: the token came with the session query.
         var token: String
@@ -33,16 +39,29 @@ struct FHIRProxy: Sendable {
             let tokens = try await refresher.tokens(for: launch)
             (token, version) = (tokens.accessToken, tokens.version)
         }
-        let url = FHIRProxy.upstreamURL(base: launch.iss, path: path, query: request.query)
-        var upstream = try await send(request, launch: launch, url: url, token: token)
+        let url = FHIRProxy.upstreamURL(base: launch.iss, path: path, query: query)
+        var upstream = try await send(request, launch: launch, url: url, target: target, token: token)
         if upstream.status == 401 {
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
             upstream.body.cancel()
-            upstream = try await send(request, launch: launch, url: url, token: tokens.accessToken)
+            upstream = try await send(request, launch: launch, url: url, target: target, token: tokens.accessToken)
         }
-        return try await respond(upstream, request: request, launch: launch, rewriter: entry.rewriter)
+        return try await respond(upstream, request: request, launch: launch, target: target, rewriter: entry.rewriter)
+    }
+
+    /// The query the EHR gets: the front end's, but for a page at the base, whose search id
+    /// is bound to a launch (`PageBinding`): that must be this launch, and the id goes up
+    /// without its tag. (`FHIRPath.problem` saw to it that there is one `_getpages`.)
+    static func upstreamQuery(path: String, query: String?, pages: PageBinding) throws -> String? {
+        guard path.isEmpty, let query else { return query }
+        let parameter = "_getpages="
+        return try query.split(separator: "&").map { pair in
+            guard pair.hasPrefix(parameter) else { return pair }
+            guard let id = pages.id(fromBound: pair.dropFirst(parameter.utf8.count)) else { throw Problems.pageOfAnotherLaunch() }
+            return parameter + id
+        }.joined(separator: "&")
     }
 
     /// The upstream status an audit entry carries when the EHR gave no response head.
@@ -93,7 +112,7 @@ struct FHIRProxy: Sendable {
     /// The upstream's response head; a read that gets none (the EHR did not answer in time,
     /// could not be reached, or broke off) is in the audit trail with upstream status 0: the
     /// EHR may have read the data even so.
-    private func send(_ request: Request, launch: LaunchRecord, url: String, token: String) async throws -> HTTPClientStreamingResponse {
+    private func send(_ request: Request, launch: LaunchRecord, url: String, target: String, token: String) async throws -> HTTPClientStreamingResponse {
         let iss = launch.iss
         var headers: [(String, String)] = []
         headers.reserveCapacity(2 + FHIRProxy.conditionalFields.count)
@@ -110,7 +129,7 @@ struct FHIRProxy: Sendable {
             return response
         } catch {
             services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
-            auditRecorder(request: request, launch: launch, status: FHIRProxy.noAnswer)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer)(0)
             if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
@@ -131,7 +150,7 @@ struct FHIRProxy: Sendable {
     /// larger or unsized ones stream through.
     static let bufferLimit = 256 * 1024
 
-    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord,
+    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord, target: String,
                          rewriter: URLRewriter) async throws -> Response {
         var response = Response(status: HTTPStatus(code: upstream.status), headers: HTTPHeaders(minimumCapacity: 5))
         for name in ["Content-Type", "ETag", "Last-Modified"] {
@@ -150,7 +169,7 @@ struct FHIRProxy: Sendable {
         // As the client's framing read it: a Content-Length sent beside chunked coding is not
         // the body's length (RFC 9112 §6.3), and is not passed on.
         let declared = upstream.declaredLength
-        let audit = auditRecorder(request: request, launch: launch, status: upstream.status)
+        let audit = auditRecorder(request: request, launch: launch, target: target, status: upstream.status)
         let body = upstream.body
         let bodyless = request.method == "HEAD" || upstream.status == 204 || upstream.status == 304
         if bodyless {
@@ -237,10 +256,11 @@ struct FHIRProxy: Sendable {
     private static let json: [UInt8] = Array("json".utf8)
 
     /// Records the PHI access audit entry once the body is through.
-    private func auditRecorder(request: Request, launch: LaunchRecord, status: Int) -> @Sendable (Int64) -> Void {
+    /// `target`: the path and query the EHR was asked for.
+    private func auditRecorder(request: Request, launch: LaunchRecord, target: String, status: Int) -> @Sendable (Int64) -> Void {
         let entry = AuditEntry(at: services.now(), launchHash: launch.idHash, iss: launch.iss, sub: launch.sub, fhirUser: launch.fhirUser,
                                patient: launch.patient, method: request.method,
-                               pathAndQuery: "/" + (request.pathParameters["*"] ?? "") + (request.query.map { "?" + $0 } ?? ""),
+                               pathAndQuery: target,
                                upstreamStatus: status, bytes: 0)
         let writer = services.audit
         return { bytes in

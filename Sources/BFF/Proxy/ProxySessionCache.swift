@@ -24,6 +24,8 @@ final class ProxySessionCache: Sendable {
         let scopes: SMARTScopes
         /// Rewrites the launch's EHR base to the BFF's in Bundles (its patterns built once).
         let rewriter: URLRewriter
+        /// Binds the ids of the launch's HAPI-style paging links to it.
+        let pages: PageBinding
         let fetchedAt: Date
     }
 
@@ -43,10 +45,13 @@ final class ProxySessionCache: Sendable {
 
     /// `${BFF_PUBLIC_URL}/fhir`: what an entry's rewriter puts in place of the EHR's base.
     let publicFHIRBase: String
+    /// `PageBinding.derivedKey` of `BFF_TOKEN_KEY`.
+    private let pageKey: [UInt8]
 
-    init(ttl: TimeInterval, publicFHIRBase: String, capacity: Int = 10_000) {
+    init(ttl: TimeInterval, publicFHIRBase: String, tokenKey: [UInt8], capacity: Int = 10_000) {
         self.ttl = ttl
         self.publicFHIRBase = publicFHIRBase
+        pageKey = PageBinding.derivedKey(tokenKey)
         self.capacity = capacity
     }
 
@@ -92,8 +97,9 @@ final class ProxySessionCache: Sendable {
     /// read; returns the entry either way.
     @discardableResult
     func store(_ context: ProxyContext, launch: LaunchRecord, for key: Key, generation: UInt64, now: Date) -> Entry {
+        let pages = PageBinding(derivedKey: pageKey, launchHash: launch.idHash)
         let entry = Entry(context: context, launch: launch, scopes: SMARTScopes(launch.scope),
-                          rewriter: URLRewriter(from: launch.iss, to: publicFHIRBase), fetchedAt: now)
+                          rewriter: URLRewriter(from: launch.iss, to: publicFHIRBase, pages: pages), pages: pages, fetchedAt: now)
         guard ttl > 0 else { return entry }
         state.withLock { state in
             guard state.generation == generation else { return }

@@ -8,9 +8,11 @@ import Glibc
 ///
 /// What is rewritten: a JSON string that is the value of an object member named exactly
 /// `url`, `fullUrl` or `reference` and begins with `<EHR base>/`; that prefix becomes
-/// `<BFF public URL>/fhir/`, the rest of the string stays. A string that begins with
-/// `<EHR base>?` (a query on the base itself: HAPI FHIR's paging links,
-/// `<EHR base>?_getpages=…`) has that prefix rewritten to `<BFF public URL>/fhir?`.
+/// `<BFF public URL>/fhir/`, the rest of the string stays. HAPI FHIR's paging links, a
+/// query on the base itself, `<EHR base>?_getpages=<id>…`, become
+/// `<BFF public URL>/fhir?_getpages=<tag>.<id>…`, the tag binding the id to the launch
+/// (`PageBinding`); other queries on the base are left as the EHR sent them, as is every
+/// such link when the rewriter has no binding.
 ///
 /// The EHR base matches in each of its spellings (`BaseURLPattern`): scheme and host in any
 /// case (`HTTPS://EHR.Example.org/fhir/…`), an explicit default port (`:443` for https,
@@ -48,6 +50,10 @@ struct URLRewriter {
     private static let memberNames: [[UInt8]] = [Array("url".utf8), Array("fullUrl".utf8), Array("reference".utf8)]
 
     private let base: BaseURLPattern
+    /// Tags the search ids of paging links on the base (nil: they are not rewritten).
+    private let pages: PageBinding?
+    /// `_getpages=`, the parameter a paging link on the base begins with.
+    private static let pagesParameter = Array("_getpages=".utf8)
     /// `<BFF public URL>/fhir`, for a `Location`.
     private let replacementBase: String
     /// `"<BFF public URL>/fhir/`, and the same with each `/` written `\/`; then the same
@@ -61,8 +67,9 @@ struct URLRewriter {
     /// its value opens at the start of the next input.
     private var context = LookBehindBuffer()
 
-    init(from base: String, to replacementBase: String) {
+    init(from base: String, to replacementBase: String, pages: PageBinding? = nil) {
         self.base = BaseURLPattern(base)
+        self.pages = pages
         self.replacementBase = replacementBase
         func escaped(_ bytes: [UInt8]) -> [UInt8] { bytes.flatMap { $0 == UInt8(ascii: "/") ? Array(#"\/"#.utf8) : [$0] } }
         replacement = Array(("\"" + replacementBase + "/").utf8)
@@ -89,18 +96,25 @@ struct URLRewriter {
             case (false, true): out += queryReplacement
             case (true, true): out += escapedQueryReplacement
             }
+            if let tag = match.tag {
+                out += URLRewriter.pagesParameter
+                out += tag
+                out.append(UInt8(ascii: "."))
+            }
             copied = match.at + match.length
         }
         out += input[copied..<keep]
         return out
     }
 
-    /// A match: `"` and the EHR base with its `/` (or `?`: `query`) at `at`, `length` bytes.
+    /// A match: `"` and the EHR base with its `/` (or `?`: `query`, then `_getpages=`, and
+    /// `tag` is the id's) at `at`, `length` bytes.
     private struct Found {
         let at: Int
-        let length: Int
+        var length: Int
         let escaped: Bool
         let query: Bool
+        var tag: [UInt8]?
     }
 
     /// The matches in `bytes` that are rewritten members' values, and how much of `bytes` can
@@ -123,13 +137,51 @@ struct URLRewriter {
                 // Held back for the next chunk to complete, if it is a rewritten member's value.
                 if URLRewriter.isRewrittenMember(bytes, quote: at, context: context) { return (matches, at) }
             case let .full(length, escaped, query):
-                if URLRewriter.isRewrittenMember(bytes, quote: at, context: context) {
-                    matches.append(Found(at: at, length: 1 + length, escaped: escaped, query: query))
-                    i = at + 1 + length
+                guard URLRewriter.isRewrittenMember(bytes, quote: at, context: context) else { continue }
+                var found = Found(at: at, length: 1 + length, escaped: escaped, query: query)
+                if query {
+                    // A page of search results, its id bound to the launch; any other query
+                    // on the base stays the EHR's.
+                    guard let pages else { continue }
+                    switch URLRewriter.pageID(bytes, from: at + found.length) {
+                    case .none: continue
+                    case .partial: return (matches, at)
+                    case let .found(id): found.tag = pages.tag(for: bytes[id])
+                    }
+                    found.length += URLRewriter.pagesParameter.count
                 }
+                matches.append(found)
+                i = at + found.length
             }
         }
         return (matches, n)
+    }
+
+    private enum PageID {
+        case none
+        case partial
+        case found(Range<Int>)
+    }
+
+    /// The search id of a paging link on the base, from `start` (just after the `?`):
+    /// `_getpages=`, then the id (`PageBinding.isIDByte`, at most `maxIDLength` bytes), ended
+    /// by `&` or by the string's closing quote.
+    private static func pageID(_ bytes: UnsafeRawBufferPointer, from start: Int) -> PageID {
+        let n = bytes.count
+        var i = start
+        for expected in pagesParameter {
+            guard i < n else { return .partial }
+            guard bytes[i] == expected else { return .none }
+            i += 1
+        }
+        let idStart = i
+        while i < n, PageBinding.isIDByte(bytes[i]) {
+            i += 1
+            if i - idStart > PageBinding.maxIDLength { return .none }
+        }
+        guard i < n else { return .partial }
+        guard i > idStart, bytes[i] == UInt8(ascii: "&") || bytes[i] == UInt8(ascii: "\"") else { return .none }
+        return .found(idStart..<i)
     }
 
     /// Whether the string opening at `bytes[quote]` is the value of a `url`, `fullUrl` or
@@ -175,11 +227,11 @@ struct URLRewriter {
     }
 
     /// A single URL (a `Location` header): the base in any of its spellings but JSON's
-    /// escapes, followed by `/` (or `?`), becomes `<BFF public URL>/fhir/` (or `…/fhir?`).
+    /// escapes, followed by `/`, becomes `<BFF public URL>/fhir/`.
     func rewrite(url: String) -> String {
         let bytes = Array(url.utf8)
-        guard case let .full(length, _, query) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
-        return replacementBase + (query ? "?" : "/") + String(decoding: bytes[length...], as: UTF8.self)
+        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
+        return replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
     }
 }
 
