@@ -68,7 +68,7 @@ public final class BFFServices: Sendable {
         audit = AuditWriter(store: store, logger: logger, timing: auditTiming)
         upstreamFailures = UpstreamFailureLog(logger: logger)
         proxyCache = ProxySessionCache(ttl: TimeInterval(configuration.proxyCacheSeconds), publicFHIRBase: configuration.publicURL + "/fhir",
-                                       tokenKey: configuration.tokenKey.value)
+                                       tokenKeys: [configuration.tokenKey.value] + configuration.tokenKeyFallbacks.value)
     }
 
     /// The registration for `iss` (trailing slashes ignored), or nil: unknown issuers are

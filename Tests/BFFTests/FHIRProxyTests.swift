@@ -75,6 +75,8 @@ struct FHIRProxyTests {
         "/fhir", "/fhir?_type=Observation", "/fhir?_getpages=x&patient=pat-2", "/fhir?_getpages=", "/fhir?_count=10",
         // A page id the BFF did not bind (`PageBinding`), and a page at /fhir/ rather than /fhir.
         "/fhir?_getpages=5f1c", "/fhir/?_getpages=AAAAAAAAAAAAAAAAAAAAAA.5f1c",
+        // Page parameters on any other path: HAPI would page there too, with no check of the id.
+        "/fhir/$x?_getpages=5f1c&_getpagesoffset=20", "/fhir/Patient?%5Fgetpages=5f1c",
     ])
     func pathSafety(_ path: String) async throws {
         let h = try await BFFHarness.start()

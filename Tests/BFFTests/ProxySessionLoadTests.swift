@@ -35,7 +35,7 @@ struct ProxySessionLoadTests {
 
     @Test("32 concurrent misses run one lookup and all get its entry")
     func concurrentMissesShareOneLookup() async throws {
-        let cache = ProxySessionCache(ttl: 60, publicFHIRBase: "http://bff.example/fhir", tokenKey: Array(repeating: 7, count: 32))
+        let cache = ProxySessionCache(ttl: 60, publicFHIRBase: "http://bff.example/fhir", tokenKeys: [Array(repeating: 7, count: 32)])
         let lookups = Count()
         let versions = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<32 {
@@ -56,7 +56,7 @@ struct ProxySessionLoadTests {
 
     @Test("a miss after an invalidation does not join the lookup that began before it")
     func invalidationStartsAFreshLookup() async throws {
-        let cache = ProxySessionCache(ttl: 60, publicFHIRBase: "http://bff.example/fhir", tokenKey: Array(repeating: 7, count: 32))
+        let cache = ProxySessionCache(ttl: 60, publicFHIRBase: "http://bff.example/fhir", tokenKeys: [Array(repeating: 7, count: 32)])
         let release = Flag()
         let first = Task {
             try await cache.entry(for: Self.key, now: Self.now) { generation in
@@ -88,7 +88,7 @@ struct ProxySessionLoadTests {
     @Test("a failed lookup fails every caller that shared it; the next miss looks up again")
     func failuresAreSharedOnce() async throws {
         struct Down: Error {}
-        let cache = ProxySessionCache(ttl: 60, publicFHIRBase: "http://bff.example/fhir", tokenKey: Array(repeating: 7, count: 32))
+        let cache = ProxySessionCache(ttl: 60, publicFHIRBase: "http://bff.example/fhir", tokenKeys: [Array(repeating: 7, count: 32)])
         let lookups = Count()
         let failures = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<8 {
@@ -117,7 +117,7 @@ struct ProxySessionLoadTests {
 
     @Test("with the cache off (0 s) every read looks up, concurrent ones too")
     func cacheOffLooksUpEveryTime() async throws {
-        let cache = ProxySessionCache(ttl: 0, publicFHIRBase: "http://bff.example/fhir", tokenKey: Array(repeating: 7, count: 32))
+        let cache = ProxySessionCache(ttl: 0, publicFHIRBase: "http://bff.example/fhir", tokenKeys: [Array(repeating: 7, count: 32)])
         let lookups = Count()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {

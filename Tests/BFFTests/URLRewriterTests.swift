@@ -231,7 +231,7 @@ struct URLRewriterTests {
         }
     }
 
-    static let pages = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 1, count: 32)), launchHash: "launch-a")
+    static let pages = PageBinding(derivedKeys: [PageBinding.derivedKey(Array(repeating: 1, count: 32))], launchHash: "launch-a")
 
     /// A `url` value that is a HAPI paging link, and what the rewrite must leave: the BFF's
     /// `/fhir?` and the id with this launch's tag.
@@ -257,7 +257,7 @@ struct URLRewriterTests {
             #expect(URLRewriter(from: Self.base, to: Self.publicBase).rewrite(whole: bytes) == bytes)
         }
         // Another launch's tag differs; the tag covers the id.
-        let other = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 1, count: 32)), launchHash: "launch-b")
+        let other = PageBinding(derivedKeys: [PageBinding.derivedKey(Array(repeating: 1, count: 32))], launchHash: "launch-b")
         #expect(other.tag(for: Array("5f1c".utf8)) != Self.pages.tag(for: Array("5f1c".utf8)))
         #expect(Self.pages.tag(for: Array("5f1d".utf8)) != Self.pages.tag(for: Array("5f1c".utf8)))
         // Other queries on the base, and ids the binding does not take, stay the EHR's.
@@ -275,9 +275,9 @@ struct URLRewriterTests {
     func boundIDs() throws {
         let value = Self.tag("5f1c") + ".5f1c"
         #expect(Self.pages.id(fromBound: value[...]) == "5f1c")
-        let other = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 1, count: 32)), launchHash: "launch-b")
+        let other = PageBinding(derivedKeys: [PageBinding.derivedKey(Array(repeating: 1, count: 32))], launchHash: "launch-b")
         #expect(other.id(fromBound: value[...]) == nil)
-        let otherKey = PageBinding(derivedKey: PageBinding.derivedKey(Array(repeating: 2, count: 32)), launchHash: "launch-a")
+        let otherKey = PageBinding(derivedKeys: [PageBinding.derivedKey(Array(repeating: 2, count: 32))], launchHash: "launch-a")
         #expect(otherKey.id(fromBound: value[...]) == nil)
         for altered in [Self.tag("5f1c") + ".5f1d", (value.first == "B" ? "C" : "B") + value.dropFirst(), "5f1c", "." + value, Self.tag("5f1c") + "."] {
             #expect(Self.pages.id(fromBound: altered[...]) == nil, "\(altered)")
@@ -285,7 +285,12 @@ struct URLRewriterTests {
         #expect(try FHIRProxy.upstreamQuery(path: "", query: "_getpages=\(value)&_getpagesoffset=20&_count=10", pages: Self.pages)
             == "_getpages=5f1c&_getpagesoffset=20&_count=10")
         #expect(throws: HTTPError.self) { try FHIRProxy.upstreamQuery(path: "", query: "_getpages=\(value)", pages: other) }
-        #expect(try FHIRProxy.upstreamQuery(path: "Patient", query: "_getpages=x", pages: other) == "_getpages=x")
+        // A key rotation: tags are made under the new key; those made under the old one still check.
+        let old = PageBinding.derivedKey(Array(repeating: 1, count: 32)), new = PageBinding.derivedKey(Array(repeating: 3, count: 32))
+        let rotated = PageBinding(derivedKeys: [new, old], launchHash: "launch-a")
+        #expect(rotated.id(fromBound: value[...]) == "5f1c")
+        #expect(rotated.tag(for: Array("5f1c".utf8)) == PageBinding(derivedKeys: [new], launchHash: "launch-a").tag(for: Array("5f1c".utf8)))
+        #expect(PageBinding(derivedKeys: [new], launchHash: "launch-a").id(fromBound: value[...]) == nil)
     }
 
     @Test("JSON bodies (any case, with parameters) are rewritten; others pass untouched")
@@ -394,9 +399,18 @@ struct FHIRPathTests {
         for query in ["_type=Observation", "_getpages=\(id)&patient=2", "_getpages=", "_getpages", "_getpagesoffset=20&_count=20",
                       "_getpages=5f1c", "_getpages=TAG-OF-22-CHARACTERS_x5f1c", "_getpages=TAG-OF-22-CHARACTERS_x.", "_getpages=TAG-OF-22-CHARACTERS_x.a%2Fb",
                       "_getpages=\(id)&_getpages=\(id)", "_getpages=&_getpages=\(id)", "_getpages=\(id)&_count=10&_count=0",
-                      "%5Fgetpages=\(id)", "_getpages=\(id)&_include%3Aiterate=Patient:link:Patient", "_getpages=+", "_getpages=%20"] {
+                      "%5Fgetpages=\(id)", "_getpages=\(id)&_include%3Aiterate=Patient:link:Patient", "_getpages=+", "_getpages=%20",
+                      // No `;`, which some servers split on, and no escaped separators.
+                      "_getpages=\(id)&_count=1;_getpages=victim", "_getpages=\(id)&_format=a%26_getpages%3Dvictim", "_getpages=\(id)&_count=1%3b"] {
             #expect(FHIRPath.problem(path: "", query: query)?.hasPrefix("A FHIR path is required") == true, "\(query)")
         }
         #expect(FHIRPath.problem(path: "", query: "_getpages=\(id)&_count=1#x") == "The query holds a #.")
+        // Elsewhere no page parameter at all: HAPI pages whatever the path, and the id would not be checked.
+        for (path, query) in [("Patient", "_getpages=5f1c"), ("$x", "_getpages=5f1c&_getpagesoffset=20"), ("_search", "_getpages=\(id)"),
+                              ("Patient", "name=a&%5Fgetpages=5f1c"), ("Observation", "_pageId=2"), ("Patient", "_getpages")] {
+            #expect(FHIRPath.problem(path: path, query: query)?.hasPrefix("A page of search results is read at /fhir?_getpages") == true,
+                    "\(path)?\(query)")
+        }
+        #expect(FHIRPath.problem(path: "Patient", query: "_getpagesoffset=20&name=_getpages") == nil)
     }
 }

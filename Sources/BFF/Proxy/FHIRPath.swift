@@ -14,9 +14,15 @@ enum FHIRPath {
     /// by these names exactly (no percent-encoding). `_getpages` must be there, once, with a
     /// search id as the BFF bound it (`PageBinding`: tag, `.`, id); no parameter may repeat
     /// but `_include`; no other parameter may be there.
+    /// (`_pageId`, which HAPI's named-page providers add, names a page within the search
+    /// that `_getpages` names; it is not bound itself.)
     static let pageParameters: Set<String> = ["_getpages", "_getpagesoffset", "_pageId", "_count", "_format", "_pretty",
                                               "_bundletype", "_include", "_include:iterate", "_include:recurse",
                                               "_elements", "_elements:exclude"]
+
+    /// Parameters only a page at the base may carry, by their decoded names: HAPI FHIR pages
+    /// whatever the path when it sees them, and only at the base is the id bound to the launch.
+    static let pageOnlyParameters: Set<String> = ["_getpages", "_pageId"]
 
     /// Why the path or query is refused, or nil when it is safe.
     static func problem(path: String, query: String?) -> String? {
@@ -35,7 +41,15 @@ enum FHIRPath {
             // sent upstream (the rest a fragment, dropped) while the check and the audit trail
             // read on; a pair that does not decode would be skipped by the check alone.
             guard !query.utf8.contains(UInt8(ascii: "#")) else { return "The query holds a #." }
-            guard query.split(separator: "&").allSatisfy(decodes) else { return "The query holds percent-encoding that is not UTF-8." }
+            for pair in query.split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let name = PercentEncoding.decodeFormComponent(parts[0]),
+                      parts.count == 1 || PercentEncoding.decodeFormComponent(parts[1]) != nil
+                else { return "The query holds percent-encoding that is not UTF-8." }
+                if !path.isEmpty, name.utf8.first == UInt8(ascii: "_"), pageOnlyParameters.contains(name) {
+                    return "A page of search results is read at /fhir?_getpages=… only, as the Bundle's links give it."
+                }
+            }
         }
         return nil
     }
@@ -57,7 +71,10 @@ enum FHIRPath {
     }
 
     /// Whether a query on the EHR's base asks for a page of search results (`pageParameters`).
+    /// No `;` (some servers split on it too) and no escaped `&`, `;` or `=`: every reader of
+    /// the query sees the pairs seen here.
     private static func isPage(_ query: String) -> Bool {
+        guard !query.utf8.contains(UInt8(ascii: ";")), !containsEncoded(query, ["%26", "%3b", "%3d"]) else { return false }
         var seen: Set<Substring> = []
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -95,11 +112,6 @@ enum FHIRPath {
     /// ASCII letters and digits.
     static func isLetterOrDigit(_ b: UInt8) -> Bool {
         (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A)
-    }
-
-    /// Whether a query's `name=value` pair percent-decodes to UTF-8, as `Request.queryItems` reads it.
-    private static func decodes(_ pair: Substring) -> Bool {
-        pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).allSatisfy { PercentEncoding.decodeFormComponent($0) != nil }
     }
 
     static func containsEncoded(_ s: String, _ needles: [String]) -> Bool {

@@ -9,7 +9,9 @@ import Cryptography
 /// `${BFF_PUBLIC_URL}/fhir?_getpages=<tag>.<id>&…`, the tag is a MAC of the launch and the id
 /// (HMAC-SHA-256 under a key derived from `BFF_TOKEN_KEY`, 128 bits, base64url: 22
 /// characters). A page request must carry its own launch's tag; the EHR gets the id alone.
-/// Every instance derives the same key, so any of them can check a link another wrote.
+/// Every instance derives the same key, so any of them can check a link another wrote; a
+/// tag made under a `BFF_TOKEN_KEY_FALLBACKS` key is accepted too, so that links written
+/// before a key rotation (or by an instance not yet rotated) still work.
 struct PageBinding: Sendable {
     /// The characters of a search id that is bound (and of its tag): base64url's and `.`.
     static func isIDByte(_ b: UInt8) -> Bool {
@@ -21,7 +23,8 @@ struct PageBinding: Sendable {
     /// The length of a tag: 16 bytes in base64url.
     static let tagLength = 22
 
-    private let key: [UInt8]
+    /// The key tags are made with, then the keys of earlier token keys, which only check them.
+    private let keys: [[UInt8]]
     private let launchHash: [UInt8]
 
     /// The key the tags are made with, derived from `BFF_TOKEN_KEY`'s bytes (once, not per launch).
@@ -29,14 +32,20 @@ struct PageBinding: Sendable {
         HMACSHA256.authenticationCode(key: tokenKey, message: Array("smart-bff: HAPI paging link binding, v1".utf8))
     }
 
-    /// `derivedKey`: what `derivedKey(_:)` made; `launchHash`: the launch's `idHash`.
-    init(derivedKey: [UInt8], launchHash: String) {
-        key = derivedKey
+    /// `derivedKeys`: what `derivedKey(_:)` made of `BFF_TOKEN_KEY`, then of each fallback;
+    /// `launchHash`: the launch's `idHash`.
+    init(derivedKeys: [[UInt8]], launchHash: String) {
+        precondition(!derivedKeys.isEmpty, "a page binding needs a key")
+        keys = derivedKeys
         self.launchHash = Array(launchHash.utf8)
     }
 
     /// The tag of `id` for this launch.
     func tag<C: Collection<UInt8>>(for id: C) -> [UInt8] {
+        tag(for: id, key: keys[0])
+    }
+
+    private func tag<C: Collection<UInt8>>(for id: C, key: [UInt8]) -> [UInt8] {
         let mac = HMACSHA256.authenticationCode(key: key, message: launchHash + [0] + Array(id))
         return Array(Base64URL.encode(Array(mac.prefix(16))).utf8)
     }
@@ -48,7 +57,8 @@ struct PageBinding: Sendable {
         guard bytes.count > PageBinding.tagLength + 1, bytes.count <= PageBinding.tagLength + 1 + PageBinding.maxIDLength,
               bytes[PageBinding.tagLength] == UInt8(ascii: "."), bytes.allSatisfy(PageBinding.isIDByte) else { return nil }
         let id = bytes[(PageBinding.tagLength + 1)...]
-        guard constantTimeEquals(Array(bytes[..<PageBinding.tagLength]), tag(for: id)) else { return nil }
+        let given = Array(bytes[..<PageBinding.tagLength])
+        guard keys.contains(where: { constantTimeEquals(given, tag(for: id, key: $0)) }) else { return nil }
         return value.dropFirst(PageBinding.tagLength + 1)
     }
 }

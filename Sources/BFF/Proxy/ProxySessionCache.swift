@@ -45,13 +45,13 @@ final class ProxySessionCache: Sendable {
 
     /// `${BFF_PUBLIC_URL}/fhir`: what an entry's rewriter puts in place of the EHR's base.
     let publicFHIRBase: String
-    /// `PageBinding.derivedKey` of `BFF_TOKEN_KEY`.
-    private let pageKey: [UInt8]
+    /// `PageBinding.derivedKey` of `BFF_TOKEN_KEY`, then of each fallback.
+    private let pageKeys: [[UInt8]]
 
-    init(ttl: TimeInterval, publicFHIRBase: String, tokenKey: [UInt8], capacity: Int = 10_000) {
+    init(ttl: TimeInterval, publicFHIRBase: String, tokenKeys: [[UInt8]], capacity: Int = 10_000) {
         self.ttl = ttl
         self.publicFHIRBase = publicFHIRBase
-        pageKey = PageBinding.derivedKey(tokenKey)
+        pageKeys = tokenKeys.map(PageBinding.derivedKey)
         self.capacity = capacity
     }
 
@@ -97,7 +97,7 @@ final class ProxySessionCache: Sendable {
     /// read; returns the entry either way.
     @discardableResult
     func store(_ context: ProxyContext, launch: LaunchRecord, for key: Key, generation: UInt64, now: Date) -> Entry {
-        let pages = PageBinding(derivedKey: pageKey, launchHash: launch.idHash)
+        let pages = PageBinding(derivedKeys: pageKeys, launchHash: launch.idHash)
         let entry = Entry(context: context, launch: launch, scopes: SMARTScopes(launch.scope),
                           rewriter: URLRewriter(from: launch.iss, to: publicFHIRBase, pages: pages), pages: pages, fetchedAt: now)
         guard ttl > 0 else { return entry }
