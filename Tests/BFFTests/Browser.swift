@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Sandbox
 import Synchronization
 
 /// A minimal browser for tests: a cookie jar per origin-less host, no automatic redirects.
@@ -58,20 +59,33 @@ final class Browser: Sendable {
     func setCookie(_ name: String, _ value: String) { cookies.withLock { $0[name] = value } }
 }
 
-extension BFFHarness {
-    /// Runs a standalone launch to the end; returns the callback's final page and the launch id.
-    func standaloneLogin(_ browser: Browser, patient: String = "pat-1", bff index: Int = 0, returnTo: String? = nil) async throws -> (page: Browser.Page, launch: String?) {
-        let base = "http://127.0.0.1:\(bffs[index].port)"
-        let login = try await browser.request(base + "/login" + (returnTo.map { "?return_to=" + $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! } ?? ""))
+extension Browser {
+    /// Runs a standalone launch at the BFF at `base` against `sandbox` to the end; returns the
+    /// callback's final page and the launch id.
+    func standaloneLogin(at base: String, sandbox: SandboxEHR, patient: String = "pat-1", returnTo: String? = nil) async throws -> (page: Page, launch: String?) {
+        let login = try await request(base + "/login" + (returnTo.map { "?return_to=" + $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! } ?? ""))
         guard login.status == 302, let authorize = login.location else { return (login, nil) }
-        let picker = try await browser.request(authorize)
+        let picker = try await request(authorize)
         guard picker.status == 200, let range = picker.text.range(of: "href=\"/authorize/approve?[^\"]*patient=\(patient)\"", options: .regularExpression) else {
             return (picker, nil)
         }
         let href = String(picker.text[range]).dropFirst(6).dropLast().replacingOccurrences(of: "&amp;", with: "&")
-        let approved = try await browser.request(sandbox.baseURL + href)
+        let approved = try await request(sandbox.baseURL + href)
         guard let callback = approved.location else { return (approved, nil) }
-        return try await finishCallback(browser, callback)
+        let done = try await request(callback)
+        return (done, Browser.launch(of: done))
+    }
+
+    /// The `bff_launch` a callback's redirect carries.
+    static func launch(of callbackPage: Page) -> String? {
+        callbackPage.location.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "bff_launch" }?.value }
+    }
+}
+
+extension BFFHarness {
+    /// Runs a standalone launch to the end; returns the callback's final page and the launch id.
+    func standaloneLogin(_ browser: Browser, patient: String = "pat-1", bff index: Int = 0, returnTo: String? = nil) async throws -> (page: Browser.Page, launch: String?) {
+        try await browser.standaloneLogin(at: "http://127.0.0.1:\(bffs[index].port)", sandbox: sandbox, patient: patient, returnTo: returnTo)
     }
 
     /// Runs an EHR launch from the sandbox's launch entry to the end.
@@ -97,7 +111,6 @@ extension BFFHarness {
 
     func finishCallback(_ browser: Browser, _ callback: String) async throws -> (page: Browser.Page, launch: String?) {
         let done = try await browser.request(callback)
-        let launch = done.location.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "bff_launch" }?.value }
-        return (done, launch)
+        return (done, Browser.launch(of: done))
     }
 }
