@@ -76,6 +76,22 @@ extension Browser {
         return (done, Browser.launch(of: done))
     }
 
+    /// `count` reads of `path` at once, each from a browser of its own holding this one's
+    /// session cookie, spread over `bases` in turn; their statuses.
+    func concurrentReads(_ count: Int, of path: String, launch: String?, over bases: [String]) async throws -> [Int] {
+        let cookie = cookieValues["bff_session"] ?? ""
+        return try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<count {
+                group.addTask { [client] in
+                    let b = Browser(client: client)
+                    b.setCookie("bff_session", cookie)
+                    return try await b.api(bases[i % bases.count] + path, launch: launch).status
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
     /// The `bff_launch` a callback's redirect carries.
     static func launch(of callbackPage: Page) -> String? {
         callbackPage.location.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "bff_launch" }?.value }

@@ -14,18 +14,9 @@ struct RefreshTests {
         let browser = Browser(client: h.client)
         let launch = try await h.signInWithExpiredAccessTokens([browser])[0]
         await h.sandbox.state.resetCounters()
-        let cookie = try #require(browser.cookieValues["bff_session"])
-        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for i in 0..<32 {
-                group.addTask {
-                    let b = Browser(client: h.client)
-                    b.setCookie("bff_session", cookie)
-                    let port = h.bffs[i % 2].port
-                    return try await b.api("http://127.0.0.1:\(port)/fhir/Patient/pat-1", launch: launch).status
-                }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        #expect(browser.cookieValues["bff_session"] != nil)
+        let statuses = try await browser.concurrentReads(32, of: "/fhir/Patient/pat-1", launch: launch,
+                                                         over: h.bffs.map { "http://127.0.0.1:\($0.port)" })
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
         #expect(await h.sandbox.state.refreshCount == 1)
     }

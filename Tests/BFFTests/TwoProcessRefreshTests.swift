@@ -43,17 +43,8 @@ struct TwoProcessRefreshTests {
         await sandbox.state.setAccessTokenLifetime(3600)
         try await Task.sleep(for: .seconds(1))
         await sandbox.state.resetCounters()
-        let cookie = try #require(browser.cookieValues["bff_session"])
-        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for i in 0..<32 {
-                group.addTask {
-                    let b = Browser(client: browser.client)
-                    b.setCookie("bff_session", cookie)
-                    return try await b.api(processes[i % 2].baseURL + "/fhir/Patient/pat-1", launch: launch).status
-                }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        #expect(browser.cookieValues["bff_session"] != nil)
+        let statuses = try await browser.concurrentReads(32, of: "/fhir/Patient/pat-1", launch: launch, over: processes.map(\.baseURL))
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)\n\(processes.map(\.logTail).joined(separator: "\n"))")
         #expect(await sandbox.state.refreshCount == 1)
         #expect(await sandbox.state.fhirRequests == 32)
