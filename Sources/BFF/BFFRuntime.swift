@@ -44,6 +44,8 @@ public final class BFFRuntime: Sendable {
         public var now: @Sendable () -> Date = { Date() }
         /// How often expired rows are deleted (and expired sessions' tokens revoked).
         public var sweepInterval: Duration = .seconds(60)
+        /// How old an EHR's cached JWKS may be before it is fetched again (`JWKSCache`'s `maxAge`).
+        public var jwksMaxAge: Duration = .seconds(3600)
         public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
         public init() {}
     }
@@ -72,7 +74,7 @@ public final class BFFRuntime: Sendable {
         }
         let services = try BFFServices(configuration: configuration, store: store, http: client,
                                        readiness: Readiness(pool: pool, migrator: migrator), auditTiming: options.audit,
-                                       now: options.now, logger: logger)
+                                       jwksMaxAge: options.jwksMaxAge, now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI,
                                  refreshLimits: RefreshLimits(deadline: options.refreshDeadline, poolSize: options.poolSize),
                                  extraRoutes: options.extraRoutes)

@@ -35,7 +35,8 @@ public final class BFFServices: Sendable {
     public let logger: Logger
 
     public init(configuration: BFFConfiguration, store: any SessionStore, http: HTTPClient, readiness: Readiness,
-                auditTiming: AuditWriter.Timing = AuditWriter.Timing(), now: @escaping @Sendable () -> Date = { Date() },
+                auditTiming: AuditWriter.Timing = AuditWriter.Timing(), jwksMaxAge: Duration = .seconds(3600),
+                now: @escaping @Sendable () -> Date = { Date() },
                 logger: Logger) throws {
         self.configuration = configuration
         self.store = store
@@ -45,7 +46,7 @@ public final class BFFServices: Sendable {
         self.logger = logger
         metadata = EHRMetadata(client: http)
         tokenClient = TokenClient(client: http)
-        jwks = JWKSCache { url in
+        jwks = JWKSCache(maxAge: jwksMaxAge) { url in
             let response = try await http.execute(HTTPClientRequest(url: url, headers: [("Accept", "application/json")]))
             guard response.status == 200 else { throw SMARTError(.discovery, "JWKS answered HTTP \(response.status)") }
             return response.body

@@ -38,6 +38,8 @@ public actor JWKSCache {
     private var inFlight: [String: (url: String, task: Task<JWKSet, any Error>)] = [:]
     /// How many fetches were started for each issuer (tests, metrics).
     public private(set) var fetchCount: [String: Int] = [:]
+    /// Why each issuer's last fetch failed, until one succeeds.
+    private var failures: [String: String] = [:]
 
     public init(refetchInterval: Duration = .seconds(10), maxAge: Duration = .seconds(3600),
                 staleGrace: Duration = .seconds(24 * 3600),
@@ -80,6 +82,11 @@ public actor JWKSCache {
         }
     }
 
+    /// Why the last fetch of `issuer`'s JWKS failed, if it did and none has succeeded since:
+    /// a key that verified meanwhile came from the stale set (the grace above), which an
+    /// operator should hear of before the grace ends.
+    public func fetchFailure(issuer: String) -> String? { failures[issuer] }
+
     /// The same, with the JWKS URL standing for the issuer.
     public func key(for kid: String?, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {
         try await key(for: kid, issuer: url, jwksURL: url)
@@ -106,7 +113,13 @@ public actor JWKSCache {
         // step that clears `inFlight`, so a later fetch's keys are never overwritten.
         if inFlight[issuer]?.task == task {
             inFlight[issuer] = nil
-            if case let .success(keys) = result { entries[issuer] = Entry(url: url, keys: keys, fetchedAt: clock()) }
+            switch result {
+            case let .success(keys):
+                entries[issuer] = Entry(url: url, keys: keys, fetchedAt: clock())
+                failures[issuer] = nil
+            case let .failure(error):
+                failures[issuer] = (error as? JWTError)?.reason ?? "JWKS could not be fetched"
+            }
         }
         switch result {
         case let .success(keys):

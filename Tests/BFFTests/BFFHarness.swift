@@ -31,7 +31,7 @@ final class BFFHarness: Sendable {
                       refreshDeadline: Duration = .seconds(15),
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
-                      sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil,
+                      sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil, jwksMaxAge: Duration = .seconds(3600),
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
@@ -82,6 +82,7 @@ final class BFFHarness: Sendable {
             if let shutdownDeadline { options.shutdownDeadline = shutdownDeadline }
             options.refreshDeadline = refreshDeadline
             options.sweepInterval = sweepInterval
+            options.jwksMaxAge = jwksMaxAge
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
         }
         var clientConfiguration = HTTPClient.Configuration()

@@ -43,6 +43,29 @@ struct OperationsTests {
         #expect(recovered["issuers"]?.arrayValue?.first?["jwks"]?.stringValue == "ok")
     }
 
+    @Test("a JWKS outage while the cached keys still verify: sign-in works, and /readyz and a warning say the JWKS cannot be fetched")
+    func jwksStale() async throws {
+        let h = try await BFFHarness.start(jwksMaxAge: .seconds(1))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        #expect(try await h.standaloneLogin(browser).page.status == 302)
+        await h.sandbox.state.setJWKSDown(true)
+        // Past the cached set's 1 s and the re-fetch limit (one attempt per issuer every 10 s):
+        // the next sign-in fetches the set again, which fails, and the cached keys verify.
+        try await Task.sleep(for: .seconds(11))
+        #expect(try await h.standaloneLogin(browser).page.status == 302, "the cached keys still verify")
+        let ready = try JSONParser.parse(try await browser.request(h.baseURL + "/readyz").body)
+        let jwks = ready["issuers"]?.arrayValue?.first?["jwks"]?.stringValue ?? ""
+        #expect(jwks.hasPrefix("stale: ") && jwks.contains("HTTP 503"), "\(jwks)")
+        #expect(h.logs.captured.contains { $0.contains("EHR JWKS could not be fetched") && $0.contains("\"level\":\"warning\"") })
+
+        await h.sandbox.state.setJWKSDown(false)
+        try await Task.sleep(for: .seconds(11)) // the re-fetch limit: one attempt per issuer every 10 s
+        #expect(try await h.standaloneLogin(browser).page.status == 302)
+        let recovered = try JSONParser.parse(try await browser.request(h.baseURL + "/readyz").body)
+        #expect(recovered["issuers"]?.arrayValue?.first?["jwks"]?.stringValue == "ok")
+    }
+
     @Test("readyz is 503 while the database is down and 200 again when it is back")
     func readyzRecovers() async throws {
         let h = try await BFFHarness.start()

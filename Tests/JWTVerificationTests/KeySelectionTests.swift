@@ -40,17 +40,23 @@ struct KeySelectionTests {
     func staleSetThroughOutage() async throws {
         let f = IDTokenFixture()
         _ = try await f.validate(try f.token())
+        #expect(await f.validator.jwks.fetchFailure(issuer: f.issuer) == nil)
         f.clock.advance(.seconds(3601))
         f.endpoint.isDown = true
         _ = try await f.validate(try f.token())
         _ = try await f.validate(try f.token())
         #expect(f.endpoint.count == 2, "one re-fetch attempt for the stale set within 10 s")
+        #expect(await f.validator.jwks.fetchFailure(issuer: f.issuer)?.contains("could not be fetched") == true, "the failure is reported")
         await f.expectRejected(try f.token(header: ["alg": "RS256", "kid": "forged"]), .unknownKey)
         #expect(f.endpoint.count == 2)
         f.clock.advance(.seconds(11))
         _ = try await f.validate(try f.token())
         _ = try await f.validate(try f.token())
         #expect(f.endpoint.count == 3, "after 10 s exactly one more attempt")
+        f.endpoint.isDown = false
+        f.clock.advance(.seconds(11))
+        _ = try await f.validate(try f.token())
+        #expect(await f.validator.jwks.fetchFailure(issuer: f.issuer) == nil, "a fetch that succeeds clears it")
     }
 
     @Test("a stale JWKS serves through an outage only until 24 hours after its fetch")

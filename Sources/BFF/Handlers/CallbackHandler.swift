@@ -84,9 +84,17 @@ struct CallbackHandler: Sendable {
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR publishes no JWKS.")
         }
         do {
-            let claims = try await services.idTokens.validate(idToken, issuer: configuration.issuer ?? registration.iss,
+            let issuer = configuration.issuer ?? registration.iss
+            let claims = try await services.idTokens.validate(idToken, issuer: issuer,
                                                                clientID: registration.clientID, nonce: pending.nonce, jwksURL: jwksURL)
-            await services.metadata.recordJWKS(registration.iss, "ok")
+            if let failure = await services.jwks.fetchFailure(issuer: issuer) {
+                // Verified by the cached keys while the JWKS cannot be fetched: fine for now, not for long.
+                await services.metadata.recordJWKS(registration.iss, "stale: the cached keys verified; fetching them again failed: \(failure)")
+                services.logger.warning("EHR JWKS could not be fetched; its cached keys still verify",
+                                        metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(failure)])
+            } else {
+                await services.metadata.recordJWKS(registration.iss, "ok")
+            }
             return claims
         } catch {
             // An EHR that cannot serve its keys is the operator's concern; a bad token is the client's.
