@@ -271,6 +271,41 @@ struct URLRewriterTests {
         }
     }
 
+    @Test("random bodies cut into random pieces: the same output as whole, for every kind of match and near-miss")
+    func randomPieces() {
+        // Fragments that begin, complete or nearly complete each kind of match, and filler.
+        let quote = "\"", escapedQuote = "\\\""
+        let pieces: [String] = [#"{"url":"#, #""fullUrl": "#, #","reference" :"#, #""system":"#, quote, "}", ",", " ", "\\", escapedQuote,
+                                Self.base, Self.base + "/", Self.base + "?", "?_getpages=", "_getpages=", "5f1c", "&", "x",
+                                #"https:\/\/ehr.example\/fhir\/r4"#, "https://ehr.example:443/fhir/r4", "HTTPS://EHR.EXAMPLE/fhir/r4",
+                                "https://ehr.example/fhir/r4x", "/Patient/1", String(repeating: " ", count: 70)]
+        let values: [String] = [Self.base + "/Patient/1", Self.base + "?_getpages=5f1c&_count=2", Self.base + "?_getpages=5f1c",
+                                Self.base + "?_type=x", #"https:\/\/ehr.example\/fhir\/r4\/Observation"#, "HTTPS://EHR.EXAMPLE/fhir/r4/x",
+                                Self.base + "?_getpages=a%2F"]
+        let members: [String] = [#"{"url":""#, #""fullUrl": ""#, #","reference":""#]
+        var fragments = pieces
+        for value in values { for member in members { fragments.append(member + value + quote) } }
+        var random = SplitMix64(seed: 0x5eed_2026_1126)
+        var rewrites = 0
+        for round in 0..<3_000 {
+            var body: [UInt8] = []
+            for _ in 0..<Int(random.next() % 24) { body += Array(fragments[Int(random.next() % UInt64(fragments.count))].utf8) }
+            let whole = URLRewriter(from: Self.base, to: Self.publicBase, pages: Self.pages).rewrite(whole: body)
+            if whole != body { rewrites += 1 }
+            var rewriter = URLRewriter(from: Self.base, to: Self.publicBase, pages: Self.pages)
+            var out: [UInt8] = [], at = 0
+            while at < body.count {
+                let next = min(body.count, at + 1 + Int(random.next() % 40))
+                out += rewriter.rewrite(Array(body[at..<next]))
+                at = next
+            }
+            out += rewriter.finish()
+            #expect(String(decoding: out, as: UTF8.self) == String(decoding: whole, as: UTF8.self), "round \(round): \(String(decoding: body, as: UTF8.self))")
+            if out != whole { return }
+        }
+        #expect(rewrites > 300, "the bodies exercise matches: \(rewrites) of 3000 were rewritten")
+    }
+
     @Test("a page request's bound id: this launch's tag gives the EHR's id; another launch's, an altered or a missing tag, nothing")
     func boundIDs() throws {
         let value = Self.tag("5f1c") + ".5f1c"
@@ -412,5 +447,18 @@ struct FHIRPathTests {
                     "\(path)?\(query)")
         }
         #expect(FHIRPath.problem(path: "Patient", query: "_getpagesoffset=20&name=_getpages") == nil)
+    }
+}
+
+/// A small seeded generator (SplitMix64): the same sequence on every run, so a failure repeats.
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
