@@ -218,15 +218,17 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     /// A token lock's own limits, in place of the server's: its transaction waits for another
-    /// instance's refresh and then sits idle while the EHR answers, both up to the refresher's
-    /// 15 s deadline. A DBA's `statement_timeout = '100ms'` would cancel that wait (a 500
-    /// where the other instance's new tokens were a moment away), and a short
+    /// instance's refresh, then sits idle while the EHR answers, which the refresher lets run
+    /// to the HTTP client's timeouts (5 s to connect, 30 s without data) rather than cut it
+    /// short and lose a rotated refresh token. A DBA's `statement_timeout = '100ms'` would
+    /// cancel the wait (where the other instance's new tokens were a moment away), and a short
     /// `idle_in_transaction_session_timeout` would end the session after the EHR rotated the
     /// refresh token and before the new one was stored (then the grant is lost). A lock held
-    /// past 20 s ends the wait; each statement, a wait included, stops at 25 s, and the
-    /// transaction may sit idle 30 s.
+    /// past 20 s ends the wait (the refresher answers 503, the session kept); each statement,
+    /// a wait included, stops at 25 s; the transaction may sit idle 60 s, past the EHR's
+    /// longest answer.
     static let tokenLockLimits = """
-        SET LOCAL lock_timeout = '20s'; SET LOCAL statement_timeout = '25s'; SET LOCAL idle_in_transaction_session_timeout = '30s'
+        SET LOCAL lock_timeout = '20s'; SET LOCAL statement_timeout = '25s'; SET LOCAL idle_in_transaction_session_timeout = '60s'
         """
 
     // MARK: Mobile hand-off

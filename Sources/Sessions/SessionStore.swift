@@ -60,8 +60,9 @@ public protocol SessionStore: Sendable {
     /// before the lock is released; returns what `body` returns, or nil without calling it
     /// when the launch has ended (a logout, maybe in another tab, deleted it before the lock
     /// was taken). Used for single-flight refresh. `body` should end
-    /// within 15 s: a store may give up waiting for a lock held much longer, and may end a
-    /// transaction left idle much longer, whatever the database's own settings.
+    /// within 35 s (an EHR's answer, connect and read timeouts): a store may end a
+    /// transaction left idle much longer, and may give up waiting for a lock after 20 s,
+    /// whatever the database's own settings.
     func withTokenLock<T: Sendable>(launchHash: String,
                                     _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T?
 

@@ -1,5 +1,6 @@
 import Foundation
 import SMART
+import Synchronization
 
 /// The time by which a refresh must have finished, counted from its start: waiting for a
 /// slot (`RefreshGate`), discovery and the token request included. A refresh still running
@@ -25,17 +26,27 @@ struct RefreshDeadline: Sendable {
         DispatchQueue.global().asyncAfter(deadline: end, execute: timer)
     }
 
-    /// What `body` returns, unless the deadline comes first: then `body`'s task is cancelled
-    /// (the HTTP client drops its request) and `expired` is thrown once it has ended.
-    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let task = Task(operation: body)
-        let timer = DispatchWorkItem { task.cancel() }
-        schedule(timer)
-        defer { timer.cancel() }
-        do {
-            return try await task.value
-        } catch where task.isCancelled { // only the timer cancels it
-            throw expired
+    /// What `task` returns, unless the deadline comes first: then `expired` is thrown, and
+    /// the task goes on (a refresh sent to the EHR finishes and stores what it answers).
+    func wait<T: Sendable>(for task: Task<T, any Error>) async throws -> T {
+        let first = FirstOutcome<T>()
+        let result = await withCheckedContinuation { continuation in
+            first.set(continuation)
+            // The timer left behind when the task wins finds nothing to resume.
+            schedule(DispatchWorkItem { [expired] in first.resume(.failure(expired)) })
+            Task { first.resume(await task.result) }
         }
+        return try result.get()
+    }
+}
+
+/// Resumes a continuation with the first of several outcomes; the later ones find it gone.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<Result<T, any Error>, Never>?>(nil)
+
+    func set(_ c: CheckedContinuation<Result<T, any Error>, Never>) { continuation.withLock { $0 = c } }
+
+    func resume(_ outcome: Result<T, any Error>) {
+        continuation.withLock { $0.take() }?.resume(returning: outcome)
     }
 }

@@ -3,8 +3,8 @@
 public struct RefreshLimits: Sendable {
     /// A refresh that has not finished by then, counted from its start (waiting for its
     /// turn, discovery and the token request included), answers 503 and keeps the session,
-    /// as an EHR outage does. It stays below the 20 s that other instances wait for the
-    /// token row lock (`PostgresSessionStore.tokenLockLimits`).
+    /// as an EHR outage does; a request already sent to the EHR goes on in the background,
+    /// and what the EHR answers is stored. No refresh takes its turn after it.
     public var deadline: Duration
     /// Refreshes holding a database connection (and a token row lock) at once; more wait
     /// their turn within their deadline. Concurrent requests of one launch share one

@@ -1,18 +1,24 @@
 import Foundation
 import HTTPCore
 import JSON
+import PostgresStore
 import SMART
 import Sessions
 
 /// Keeps a launch's access token fresh. Refreshes are single-flight: in one process,
 /// concurrent callers share one refresh task; across processes, the token row lock makes
 /// later comers see the new version and skip their own refresh. The rotated refresh token
-/// is stored before the lock is released. A refresh ends by its deadline, and only a few
-/// at a time hold a database connection (`RefreshLimits`).
+/// is stored before the lock is released. Callers wait at most until the refresh's deadline
+/// (then 503, the session kept), but a refresh request sent to the EHR is never abandoned
+/// for it: it runs until the EHR answers or the HTTP client's timeouts end it, and what the
+/// EHR answered is stored, so that a rotated refresh token is not lost to a slow EHR. Only
+/// a few refreshes at a time hold a database connection (`RefreshLimits`).
 actor TokenRefresher {
     private let services: BFFServices
     private let deadline: Duration
     private let gate: RefreshGate
+    /// The refreshes under way in this process, by launch, each until the EHR has answered
+    /// (or failed), whatever its callers' deadline.
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
     /// Refresh when less than this is left of the access token's life (less than half of
     /// it, for tokens that live under two minutes).
@@ -45,32 +51,60 @@ actor TokenRefresher {
         let rejected = staleVersion.map { $0 == current.version } ?? false
         let margin = TokenRefresher.margin(for: current)
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
-        if let task = inFlight[launch.idHash] { return try await task.value }
-        let task = Task { [services, gate, deadline] in
-            try await TokenRefresher.refresh(launch, seen: current.version, services: services,
-                                             gate: gate, deadline: RefreshDeadline(deadline))
+        let task = inFlight[launch.idHash] ?? start(launch, seen: current.version)
+        do {
+            return try await RefreshDeadline(deadline).wait(for: task) // each caller waits its own time
+        } catch let error as SMARTError {
+            throw TokenRefresher.unavailable(error) // the deadline passed; the refresh goes on
+        }
+    }
+
+    /// Starts refreshing `launch`, whose tokens were at version `seen`; it takes no slot
+    /// after its deadline.
+    private func start(_ launch: LaunchRecord, seen: Int) -> Task<TokenSet, any Error> {
+        let deadline = RefreshDeadline(self.deadline)
+        let task = Task { [services, gate] () async throws -> TokenSet in
+            do {
+                let tokens = try await TokenRefresher.refresh(launch, seen: seen, services: services, gate: gate, deadline: deadline)
+                self.finished(launch.idHash)
+                return tokens
+            } catch {
+                self.finished(launch.idHash)
+                throw error
+            }
         }
         inFlight[launch.idHash] = task
-        defer {
-            inFlight[launch.idHash] = nil
-            services.proxyCache.invalidate(launchHash: launch.idHash) // new tokens, or the launch ended
-        }
-        return try await task.value
+        return task
+    }
+
+    /// A refresh has ended: the next caller reads the tokens afresh.
+    private func finished(_ launchHash: String) {
+        inFlight[launchHash] = nil
+        services.proxyCache.invalidate(launchHash: launchHash) // new tokens, or the launch ended
+    }
+
+    /// The 503 of a refresh that could not be made now: the session is kept.
+    private static func unavailable(_ error: SMARTError) -> HTTPError {
+        HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
+                  detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
     }
 
     /// Refreshes in a slot of `gate`, under the token row lock, unless another instance
-    /// did meanwhile (the version moved on from `seen`).
+    /// did meanwhile (the version moved on from `seen`). The EHR's token endpoint is known
+    /// first (discovery, usually cached), so that no slot or lock waits on it; no slot is
+    /// taken after `deadline`, but a request once sent is not cut short by it.
     private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices,
                                 gate: RefreshGate, deadline: RefreshDeadline) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
         do {
+            let tokenEndpoint = try await services.metadata.configuration(for: launch.iss).tokenEndpoint
             let refreshed = try await gate.withSlot(before: deadline) {
                 try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
                     if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
                     guard let refreshToken = locked.refreshToken else { throw SMARTError(.invalidGrant, "no refresh token was issued") }
-                    let response = try await deadline.run {
-                        try await requestTokens(refreshToken: refreshToken, iss: launch.iss, registration: registration, services: services)
-                    }
+                    let response = try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
+                                                                          authentication: services.authentication(for: registration),
+                                                                          tokenEndpoint: tokenEndpoint)
                     services.metrics.recordRefresh("ok")
                     let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
                     return (next, next)
@@ -93,8 +127,12 @@ actor TokenRefresher {
         } catch let error as SMARTError {
             services.metrics.recordRefresh("failed")
             services.logUpstreamFailure("token refresh failed", iss: launch.iss, error)
-            throw HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
-                            detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
+            throw unavailable(error)
+        } catch let error as PostgresError where error.isLockTimeout {
+            // Another instance holds the launch's token row lock past our wait for it: its
+            // refresh still waits on the EHR. A retry finds its outcome.
+            services.metrics.recordRefresh("failed")
+            throw unavailable(SMARTError(.timeout, "another instance's refresh of this launch is still waiting on the EHR"))
         }
     }
 
@@ -104,14 +142,5 @@ actor TokenRefresher {
                  idToken: response.idToken ?? old.idToken,
                  accessTokenExpiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
                  responseJSON: response.raw.serialized(), version: old.version + 1)
-    }
-
-    /// The EHR's answer to a refresh grant (after discovery, when its cache is cold).
-    private static func requestTokens(refreshToken: String, iss: String, registration: IssuerRegistration,
-                                      services: BFFServices) async throws(SMARTError) -> TokenResponse {
-        let configuration = try await services.metadata.configuration(for: iss)
-        return try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
-                                                      authentication: services.authentication(for: registration),
-                                                      tokenEndpoint: configuration.tokenEndpoint)
     }
 }

@@ -69,6 +69,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     }
     /// SQLSTATE 23505 (unique_violation).
     public var isUniqueViolation: Bool { sqlState == "23505" }
+    /// A lock wait or a statement ended by `lock_timeout` (55P03) or `statement_timeout` (57014).
+    public var isLockTimeout: Bool { sqlState == "55P03" || sqlState == "57014" }
     /// SQLSTATE class 08 (connection exception) or 57P01-57P03 (server shutting down or restarting).
     var isServerGone: Bool {
         guard let sqlState else { return false }
