@@ -149,11 +149,12 @@ public final class PostgresSessionStore: SessionStore {
                             tokenVersion: r[14].flatMap(Int.init) ?? 0)
     }
 
-    public func deleteSession(ofLaunch launchHash: String) async throws -> String? {
-        let rows = try await pool.query("""
-            DELETE FROM sessions WHERE id_hash = (SELECT session_hash FROM launches WHERE id_hash = \(launchHash)) RETURNING id_hash
-            """)
-        return try rows.first?.string(0)
+    public func deleteSession(ofLaunch launchHash: String) async throws -> (sessionHash: String, ended: [(LaunchRecord, TokenSet)])? {
+        try await pool.withTransaction { c in
+            let rows = try await c.query("SELECT session_hash FROM launches WHERE id_hash = \(launchHash)")
+            guard let session = try rows.first?.string(0) else { return nil }
+            return (session, try await self.deleteSession(hash: session, on: c))
+        }
     }
 
     // MARK: Launches
@@ -198,12 +199,17 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func withTokenLock<T: Sendable>(launchHash hash: String,
-                                           _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T? {
+                                           _ body: @Sendable (TokenSet) async throws -> (TokenLockOutcome, T)) async throws -> T? {
         return try await pool.withTransaction { c in
             try await c.run { try $0.executeScript(PostgresSessionStore.tokenLockLimits) }
             guard let current = try await self.tokens(hash: hash, on: c, lock: true) else { return nil }
-            let (replacement, value) = try await body(current)
-            if let replacement {
+            let (outcome, value) = try await body(current)
+            switch outcome {
+            case .keep:
+                break
+            case .discard:
+                _ = try await c.query("DELETE FROM tokens WHERE launch_hash = \(hash)")
+            case let .replace(replacement):
                 let sealed = try self.sealTokens(replacement, launchHash: hash)
                 _ = try await c.query("""
                     UPDATE tokens SET access_token = \(sealed.access), refresh_token = \(sealed.refresh.map(PostgresValue.bytes) ?? .null),

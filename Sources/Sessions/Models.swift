@@ -151,3 +151,14 @@ public struct ProxyContext: Sendable {
         self.tokenVersion = tokenVersion
     }
 }
+
+/// What a body run under a launch's token lock decided for its tokens.
+public enum TokenLockOutcome: Sendable {
+    /// They stay as they are.
+    case keep
+    /// These replace them (version + 1).
+    case replace(TokenSet)
+    /// The grant is gone: the tokens are deleted with the lock still held, so that no one
+    /// waiting for it sends them again; the launch then has none (it answers 401).
+    case discard
+}

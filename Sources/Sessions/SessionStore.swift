@@ -42,8 +42,9 @@ public protocol SessionStore: Sendable {
     func proxyContext(sessionID: String, launchID: String?, now: Date) async throws -> ProxyContext?
 
     /// Deletes the session that holds launch `launchHash` (its grant is gone); returns the
-    /// deleted session's hash, nil when there was none.
-    func deleteSession(ofLaunch launchHash: String) async throws -> String?
+    /// deleted session's hash and its launches that still had tokens, for revocation; nil
+    /// when there was none.
+    func deleteSession(ofLaunch launchHash: String) async throws -> (sessionHash: String, ended: [(LaunchRecord, TokenSet)])?
 
     // MARK: Launches and their tokens
 
@@ -56,15 +57,16 @@ public protocol SessionStore: Sendable {
     /// The launch's current tokens.
     func tokens(launchHash: String) async throws -> TokenSet?
     /// Runs `body` while holding the launch's token row lock (across processes), with the
-    /// tokens as they are now. If `body` returns new tokens, they are stored (version + 1)
-    /// before the lock is released; returns what `body` returns, or nil without calling it
-    /// when the launch has ended (a logout, maybe in another tab, deleted it before the lock
-    /// was taken). Used for single-flight refresh. `body` should end
+    /// tokens as they are now. What `body` decides (`TokenLockOutcome`: new tokens, stored
+    /// with version + 1, or the tokens discarded) is done before the lock is released;
+    /// returns what `body` returns, or nil without calling it when the launch has ended (a
+    /// logout, maybe in another tab, deleted it, or its tokens were discarded, before the
+    /// lock was taken). Used for single-flight refresh. `body` should end
     /// within 35 s (an EHR's answer, connect and read timeouts): a store may end a
     /// transaction left idle much longer, and may give up waiting for a lock after 20 s,
     /// whatever the database's own settings.
     func withTokenLock<T: Sendable>(launchHash: String,
-                                    _ body: @Sendable (TokenSet) async throws -> (TokenSet?, T)) async throws -> T?
+                                    _ body: @Sendable (TokenSet) async throws -> (TokenLockOutcome, T)) async throws -> T?
 
     // MARK: Mobile hand-off
 

@@ -63,6 +63,22 @@ struct RefreshTests {
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
     }
 
+    @Test("invalid_grant with reads waiting on two instances: the EHR is asked once, every read is 401, the session is gone")
+    func invalidGrantAcrossInstances() async throws {
+        let h = try await BFFHarness.start(instances: 2)
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try await h.signInWithExpiredAccessTokens([browser])[0]
+        await h.sandbox.state.setRefreshError("invalid_grant")
+        await h.sandbox.state.setTokenDelay(.seconds(1)) // the other instance queues on the row lock meanwhile
+        await h.sandbox.state.resetCounters()
+        let statuses = try await browser.concurrentReads(8, of: "/fhir/Patient/pat-1", launch: launch,
+                                                         over: h.bffs.map { "http://127.0.0.1:\($0.port)" })
+        #expect(statuses == Array(repeating: 401, count: 8), "\(statuses)")
+        #expect(await h.sandbox.state.refreshCount == 1, "the refused refresh token was sent again")
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
+    }
+
     /// `evicted`: the failing launch's entry leaves the proxy's cache while the EHR takes its
     /// time to refuse (as an entry does when it expires, when the cache is full, or when an
     /// invalidation races its lookup); the other launch's stays.
@@ -86,6 +102,8 @@ struct RefreshTests {
             h.bff.services.proxyCache.invalidate(launchHash: Identifier.hash(try #require(first)))
         }
         #expect(try await failing.value == 401)
+        // The other launch's grant is revoked at the EHR as at logout (access and refresh token).
+        #expect(await h.sandbox.state.revocations == 2)
         await h.sandbox.state.resetCounters()
         let other = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: second)
         #expect(other.status == 401)

@@ -322,11 +322,11 @@ struct SessionStoreTests {
             for _ in 0..<10 {
                 group.addTask {
                     try await db.store.withTokenLock(launchHash: l.record.idHash) { current in
-                        guard current.version == 1 else { return (nil, false) }
+                        guard current.version == 1 else { return (.keep, false) }
                         try await Task.sleep(for: .milliseconds(50))
                         var next = current
                         next.accessToken = "v2"
-                        return (next, true)
+                        return (.replace(next), true)
                     } ?? false
                 }
             }
@@ -344,9 +344,9 @@ struct SessionStoreTests {
         let l = launch()
         try await db.store.addLaunch(sessionID: session, l.record, tokens: tokens("v1"))
         _ = try await db.store.deleteSession(id: session)
-        let result = try await db.store.withTokenLock(launchHash: l.record.idHash) { current -> (TokenSet?, Bool) in
+        let result = try await db.store.withTokenLock(launchHash: l.record.idHash) { current -> (TokenLockOutcome, Bool) in
             Issue.record("the body ran for an ended launch")
-            return (nil, true)
+            return (.keep, true)
         }
         #expect(result == nil)
     }

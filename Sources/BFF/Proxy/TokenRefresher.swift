@@ -89,6 +89,15 @@ actor TokenRefresher {
                   detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
     }
 
+    /// What a refresh under the token lock came to.
+    private enum Outcome: Sendable {
+        /// The launch's tokens now: the EHR's new ones, or another instance's.
+        case tokens(TokenSet)
+        /// The EHR refused the refresh token (`invalid_grant`), or there is none: the tokens
+        /// were discarded under the lock, so that no one waiting for it sends them again.
+        case grantGone
+    }
+
     /// Refreshes in a slot of `gate`, under the token row lock, unless another instance
     /// did meanwhile (the version moved on from `seen`). The EHR's token endpoint is known
     /// first (discovery, usually cached), so that no slot or lock waits on it; no slot is
@@ -96,34 +105,25 @@ actor TokenRefresher {
     private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices,
                                 gate: RefreshGate, deadline: RefreshDeadline) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
+        let outcome: Outcome?
         do {
             let tokenEndpoint = try await services.metadata.configuration(for: launch.iss).tokenEndpoint
-            let refreshed = try await gate.withSlot(before: deadline) {
-                try await services.store.withTokenLock(launchHash: launch.idHash) { locked in
-                    if locked.version != seen { return (nil, locked) } // another instance refreshed meanwhile
-                    guard let refreshToken = locked.refreshToken else { throw SMARTError(.invalidGrant, "no refresh token was issued") }
-                    let response = try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
-                                                                          authentication: services.authentication(for: registration),
-                                                                          tokenEndpoint: tokenEndpoint)
-                    services.metrics.recordRefresh("ok")
-                    let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
-                    return (next, next)
+            outcome = try await gate.withSlot(before: deadline) {
+                try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, Outcome) in
+                    if locked.version != seen { return (.keep, .tokens(locked)) } // another instance refreshed meanwhile
+                    guard let refreshToken = locked.refreshToken else { return (.discard, .grantGone) }
+                    do {
+                        let response = try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
+                                                                              authentication: services.authentication(for: registration),
+                                                                              tokenEndpoint: tokenEndpoint)
+                        services.metrics.recordRefresh("ok")
+                        let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
+                        return (.replace(next), .tokens(next))
+                    } catch let error as SMARTError where error.kind == .invalidGrant {
+                        return (.discard, .grantGone)
+                    }
                 }
             }
-            guard let refreshed else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
-            return refreshed
-        } catch let error as SMARTError where error.kind == .invalidGrant {
-            services.metrics.recordRefresh("invalid_grant")
-            // The grant is gone: so is the session, rather than one that looks alive while every call fails.
-            // Should the delete fail, the next read meets invalid_grant again and retries it.
-            do {
-                if let session = try await services.store.deleteSession(ofLaunch: launch.idHash) {
-                    services.proxyCache.invalidate(sessionHash: session) // its other launches too
-                }
-            } catch {
-                services.logger.warning("ending a session after invalid_grant failed", metadata: ["smart.iss": .string(launch.iss), "error": .string(String(describing: error))])
-            }
-            throw Problems.sessionEnded()
         } catch let error as SMARTError {
             services.metrics.recordRefresh("failed")
             services.logUpstreamFailure("token refresh failed", iss: launch.iss, error)
@@ -133,6 +133,30 @@ actor TokenRefresher {
             // refresh still waits on the EHR. A retry finds its outcome.
             services.metrics.recordRefresh("failed")
             throw unavailable(SMARTError(.timeout, "another instance's refresh of this launch is still waiting on the EHR"))
+        }
+        switch outcome {
+        case nil:
+            throw Problems.sessionEnded("This launch has ended (signed out); sign in again.")
+        case let .tokens(tokens)?:
+            return tokens
+        case .grantGone?:
+            services.metrics.recordRefresh("invalid_grant")
+            await endSession(of: launch, services: services)
+            throw Problems.sessionEnded()
+        }
+    }
+
+    /// The grant of `launch` is gone: so is its session, rather than one that looks alive
+    /// while every call fails, and the tokens of its other launches are revoked as at
+    /// logout. Should the delete fail, the launch has no tokens left and answers 401 anyway.
+    private static func endSession(of launch: LaunchRecord, services: BFFServices) async {
+        do {
+            if let (session, ended) = try await services.store.deleteSession(ofLaunch: launch.idHash) {
+                services.proxyCache.invalidate(sessionHash: session) // its other launches too
+                await services.revokeTokens(of: ended)
+            }
+        } catch {
+            services.logger.warning("ending a session after invalid_grant failed", metadata: ["smart.iss": .string(launch.iss), "error": .string(String(describing: error))])
         }
     }
 
