@@ -29,11 +29,18 @@ extension PostgresSessionStore {
     /// Deletes the session `hash` and, through the cascade, its launches and their tokens;
     /// returns the launches whose tokens still open, with those tokens (for revocation).
     func deleteSession(hash: String, on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
-        let launches = try await c.query("SELECT id_hash FROM launches WHERE session_hash = \(hash)")
+        // The session row, then each launch's token row (in one order: no deadlock with
+        // another delete), locked before they are read: a refresh under way holds its token
+        // row until the EHR's new tokens are stored, and those, not the ones it replaces,
+        // are the ones to revoke. That wait may last an EHR's answer, whatever the
+        // database's own limits.
+        try await c.run { try $0.executeScript(PostgresSessionStore.tokenReadLimits) }
+        _ = try await c.query("SELECT 1 FROM sessions WHERE id_hash = \(hash) FOR UPDATE")
+        let launches = try await c.query("SELECT id_hash FROM launches WHERE session_hash = \(hash) ORDER BY id_hash")
         var result: [(LaunchRecord, TokenSet)] = []
         for row in launches {
             let launchHash = try row.string(0)
-            if let launch = try await launch(byHash: launchHash, on: c), let tokens = try await tokens(hash: launchHash, on: c) {
+            if let launch = try await launch(byHash: launchHash, on: c), let tokens = try await tokens(hash: launchHash, on: c, lock: true) {
                 result.append((launch, tokens))
             }
         }

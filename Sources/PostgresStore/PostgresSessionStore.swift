@@ -188,7 +188,9 @@ public final class PostgresSessionStore: SessionStore {
         return try await pool.withTransaction { c in
             let owned = try await c.query("SELECT 1 FROM launches WHERE id_hash = \(launchHash) AND session_hash = \(sessionHash)")
             guard !owned.isEmpty else { return nil }
-            let tokens = try await self.tokens(hash: launchHash, on: c)
+            // Locked before read, as in `deleteSession(hash:on:)`: a refresh's new tokens are the ones to revoke.
+            try await c.run { try $0.executeScript(PostgresSessionStore.tokenReadLimits) }
+            let tokens = try await self.tokens(hash: launchHash, on: c, lock: true)
             _ = try await c.query("DELETE FROM launches WHERE id_hash = \(launchHash)")
             return tokens
         }
@@ -235,6 +237,13 @@ public final class PostgresSessionStore: SessionStore {
     /// longest answer.
     static let tokenLockLimits = """
         SET LOCAL lock_timeout = '20s'; SET LOCAL statement_timeout = '25s'; SET LOCAL idle_in_transaction_session_timeout = '60s'
+        """
+
+    /// The limits of a transaction that reads tokens to revoke them, locked: it may wait
+    /// for a refresh under way (the EHR's answer, up to some 35 s), whatever the database's
+    /// own `lock_timeout` and `statement_timeout`.
+    static let tokenReadLimits = """
+        SET LOCAL lock_timeout = '45s'; SET LOCAL statement_timeout = '50s'
         """
 
     // MARK: Mobile hand-off

@@ -97,6 +97,10 @@ public actor SandboxState {
     public private(set) var fhirRequests = 0
     /// The last 100 of those requests, oldest first.
     public private(set) var recentFHIRRequests: [ReceivedRequest] = []
+    /// Refresh tokens the token endpoint would still take (neither used up nor revoked).
+    public var liveRefreshTokens: Int { refreshTokens.count }
+    /// Access tokens the FHIR server would still take (neither expired nor revoked).
+    public var liveAccessTokens: Int { accessTokens.values.filter { $0.expiresAt > Date() }.count }
 
     init(options: SandboxEHR.Options, signingKey: RSAPrivateKey) {
         accessTokenLifetime = options.accessTokenLifetime

@@ -130,6 +130,26 @@ struct RefreshTests {
         #expect(try await busyRead.value == 200)
     }
 
+    @Test("a logout while a refresh waits on the EHR revokes the tokens the refresh brings, not the ones it replaced")
+    func logoutDuringRefreshRevokesTheNewTokens() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setRotateRefreshTokens(true) // the old refresh token is used up as the EHR answers
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setTokenDelay(.seconds(2))
+        await h.sandbox.state.resetCounters()
+        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
+        _ = try await read.value
+        // Nothing the EHR issued for this session can still be used.
+        #expect(await h.sandbox.state.liveRefreshTokens == 0, "the refresh's new refresh token was not revoked")
+        #expect(await h.sandbox.state.liveAccessTokens == 0, "the refresh's new access token was not revoked")
+        #expect(await h.sandbox.state.revocations == 2)
+    }
+
     @Test("an EHR outage during refresh is 503 and keeps the session; it recovers")
     func outageDuringRefresh() async throws {
         let h = try await BFFHarness.start()
