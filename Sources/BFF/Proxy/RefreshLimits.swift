@@ -8,7 +8,8 @@ public struct RefreshLimits: Sendable {
     public var deadline: Duration
     /// Refreshes holding a database connection (and a token row lock) at once; more wait
     /// their turn within their deadline. Concurrent requests of one launch share one
-    /// refresh, so this counts launches.
+    /// refresh, so this counts launches. One EHR's refreshes hold at most half of them
+    /// (`RefreshGate.perIssuer`).
     public var concurrent: Int
 
     /// The limits for a process whose pool has `poolSize` connections: 15 s, and a quarter

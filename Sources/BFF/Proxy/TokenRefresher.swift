@@ -108,7 +108,7 @@ actor TokenRefresher {
         let outcome: Outcome?
         do {
             let tokenEndpoint = try await services.metadata.configuration(for: launch.iss).tokenEndpoint
-            outcome = try await gate.withSlot(before: deadline) {
+            outcome = try await gate.withSlot(for: launch.iss, before: deadline) {
                 try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, Outcome) in
                     if locked.version != seen { return (.keep, .tokens(locked)) } // another instance refreshed meanwhile
                     guard let refreshToken = locked.refreshToken else { return (.discard, .grantGone) }
