@@ -92,7 +92,14 @@ public final class BFFRuntime: Sendable {
             "http.io_threads": .stringConvertible(serverConfiguration.eventLoops),
             "db.pool_size": .stringConvertible(options.poolSize),
             "proxy.cache_seconds": .stringConvertible(configuration.proxyCacheSeconds),
+            "process.open_file_limit": .stringConvertible(OpenFileLimit.current?.soft ?? 0),
         ])
+        if let limit = OpenFileLimit.current, limit.soft < UInt64(serverConfiguration.maxConnections) + 256 {
+            // Beyond it, new connections wait in the listen backlog until descriptors free up.
+            logger.warning("the open-file limit allows fewer connections than the server's limit; raise it (LimitNOFILE=, ulimit -n)",
+                           metadata: ["process.open_file_limit": .stringConvertible(limit.soft),
+                                      "http.max_connections": .stringConvertible(serverConfiguration.maxConnections)])
+        }
         let sweeper = Sweeper(store: store, interval: options.sweepInterval, auditRetentionDays: configuration.auditRetentionDays,
                               now: services.now,
                               // A session that ended by expiry keeps no token valid at the EHR either.

@@ -35,6 +35,7 @@ struct DemoCommand: AsyncParsableCommand {
             listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(databaseURL),
             issuers: [IssuerRegistration(iss: sandbox.fhirBaseURL, clientID: "smart-bff-demo")],
             tokenKey: Secret(SecureRandom.bytes(32)), returnOrigins: [publicURL], logLevel: logLevel)
+        OpenFileLimit.raiseToHardLimit() // thousands of connections, each a descriptor
         var options = BFFRuntime.Options()
         options.openAPI = Resources.openAPI()
         let page = Response(status: .ok, contentType: "text/html; charset=utf-8",

@@ -16,6 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
+        OpenFileLimit.raiseToHardLimit() // thousands of connections, each a descriptor
         var options = BFFRuntime.Options()
         options.openAPI = Resources.openAPI()
         if let threads = configuration.ioThreads { options.server.eventLoops = threads }

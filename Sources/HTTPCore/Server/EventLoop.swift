@@ -43,6 +43,8 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
     private(set) var connectionCount = 0
     private var running = true
     private var listenerFD: Int32 = -1
+    /// While accepting is paused (`pauseAccepting`): the timer that resumes it.
+    private var acceptResumption: EventLoopTimer?
     private let stopped = DispatchSemaphore(value: 0)
     /// The server whose connections this loop serves; nil on a loop of its own (a client's).
     unowned(unsafe) var server: HTTPServer?
@@ -164,8 +166,23 @@ package final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     func stopAccepting() {
         guard listenerFD >= 0 else { return }
-        epoll_ctl(epollFD, EPOLL_CTL_DEL, listenerFD, nil)
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, listenerFD, nil) // fails harmlessly while paused
         listenerFD = -1
+    }
+
+    /// Loop thread: stops watching the listener for `seconds` (no descriptor is left for a
+    /// new connection), then watches it again unless accepting has stopped meanwhile.
+    func pauseAccepting(for seconds: Double) {
+        guard listenerFD >= 0, acceptResumption == nil else { return }
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, listenerFD, nil)
+        let timer = makeTimer { [unowned self] in
+            if let timer = acceptResumption { removeTimer(timer) }
+            acceptResumption = nil
+            guard listenerFD >= 0 else { return }
+            register(listenerFD, events: EPOLLIN.rawValue | EPOLLEXCLUSIVE.rawValue)
+        }
+        timer.deadline = now + seconds
+        acceptResumption = timer
     }
 
     func add(_ connection: Connection) {

@@ -26,6 +26,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let openConnections = Atomic<Int>(0)
     private let drainingFlag = Atomic<Bool>(false)
     private let stopped = Mutex<Bool>(false)
+    /// When the last out-of-descriptors warning was logged.
+    private let lastDescriptorWarning = Mutex<ContinuousClock.Instant?>(nil)
     private let stopSignal = DispatchSemaphore(value: 0)
 
     /// A server whose I/O threads each answer with an application made by `makeApplication`.
@@ -109,7 +111,15 @@ public final class HTTPServer: @unchecked Sendable {
 
     func acceptConnections(on loop: EventLoop, listener: Int32) {
         for _ in 0..<64 {
-            guard !isDraining, let fd = Socket.accept(listener) else { return }
+            guard !isDraining else { return }
+            let fd: Int32
+            switch Socket.accept(listener) {
+            case let .connection(accepted): fd = accepted
+            case .none: return
+            case let .outOfDescriptors(code):
+                outOfDescriptors(code, on: loop)
+                return
+            }
             if openConnections.add(1, ordering: .relaxed).newValue > configuration.maxConnections {
                 openConnections.subtract(1, ordering: .relaxed)
                 HTTPServer.refuseOverCapacity(fd)
@@ -125,6 +135,27 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
     }
+
+    /// No descriptor for a waiting connection: the listener, still readable, would wake the
+    /// loop at once, again and again. It sleeps `acceptPause` instead (connections wait in
+    /// the backlog, served once descriptors free up), with a warning at most every 10 s.
+    private func outOfDescriptors(_ code: Int32, on loop: EventLoop) {
+        loop.pauseAccepting(for: HTTPServer.acceptPause)
+        let now = ContinuousClock.now
+        let due = lastDescriptorWarning.withLock { last in
+            guard last.map({ now - $0 >= .seconds(10) }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        logger.warning("out of file descriptors: accepting paused", metadata: [
+            "error.detail": .string(String(cString: strerror(code))), "http.connections": .stringConvertible(connectionCount),
+            "process.open_file_limit": .stringConvertible(OpenFileLimit.current?.soft ?? 0),
+        ])
+    }
+
+    /// How long accepting sleeps when no descriptor is left.
+    static let acceptPause = 0.1
 
     func connectionClosed() {
         openConnections.subtract(1, ordering: .relaxed)

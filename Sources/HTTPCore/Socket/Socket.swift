@@ -52,17 +52,30 @@ enum Socket {
         }
     }
 
-    /// Accepts one connection without blocking; nil when none is waiting.
-    static func accept(_ listener: Int32) -> Int32? {
+    /// What accepting a connection came to.
+    enum Accepted {
+        case connection(Int32)
+        /// None is waiting (or the listener failed otherwise).
+        case none
+        /// The process (EMFILE) or the system (ENFILE) has no descriptor left, or the kernel
+        /// no memory for one: connections wait in the backlog, and the listener stays readable.
+        case outOfDescriptors(errno: Int32)
+    }
+
+    /// Accepts one connection without blocking.
+    static func accept(_ listener: Int32) -> Accepted {
         while true {
             let fd = bff_accept4(listener, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd >= 0 {
                 var one: Int32 = 1
                 setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                return fd
+                return .connection(fd)
             }
-            if errno == EINTR || errno == ECONNABORTED { continue }
-            return nil
+            switch errno {
+            case EINTR, ECONNABORTED: continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .outOfDescriptors(errno: errno)
+            default: return .none
+            }
         }
     }
 
