@@ -32,6 +32,12 @@ struct ServerLifecycleLiveTests {
         async let stopped: Void = server.shutdown(gracePeriod: .seconds(120))
         while !server.isDraining { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(200))
+        // While the request in flight drains, a new connection is refused at once (another
+        // instance can take it), not left in the listen backlog until the drain ends.
+        let refusedWhileDraining = try await runBlocking { () -> Bool in
+            do { _ = try RawHTTPClient(port: port); return false } catch { return true }
+        }
+        #expect(refusedWhileDraining, "a connection was let in while the server drained")
         let releasedAt = ContinuousClock.now
         release.yield()
         let (response, busyClosed, idleClosed) = try await runBlocking { () -> (RawHTTPClient.RawResponse?, Bool, Bool) in

@@ -10,7 +10,8 @@ import Synchronization
 /// a thread of the cooperative pool.
 public final class HTTPServer: @unchecked Sendable {
     // @unchecked: `loops`, `listenerFD` and `port` are written once in `start()` before any
-    // other thread sees them; the counters are atomics.
+    // other thread sees them (the listener is closed once, by the one `shutdown` that drains,
+    // after every loop stopped watching it); the counters are atomics.
     public let configuration: ServerConfiguration
     /// Called once per I/O thread: each thread answers with its own application, so that
     /// the objects touched on every request (router, middleware, handler contexts) are not
@@ -70,7 +71,15 @@ public final class HTTPServer: @unchecked Sendable {
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !drainingFlag.exchange(true, ordering: .relaxed) else { await waitUntilStopped(); return }
         logger.info("draining", metadata: ["http.connections": .stringConvertible(connectionCount)])
-        for loop in loops { loop.execute { loop.stopAccepting() } }
+        for loop in loops {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                loop.execute { loop.stopAccepting(); done.resume() }
+            }
+        }
+        // No loop watches the listener now: closed, it refuses new connections at once (a
+        // load balancer tries another instance) instead of completing their handshakes into
+        // the backlog, where they would wait out the drain and then be reset.
+        Glibc.close(listenerFD)
         let deadline = ContinuousClock.now + gracePeriod
         while connectionCount > 0 && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
@@ -89,7 +98,6 @@ public final class HTTPServer: @unchecked Sendable {
                 done.resume()
             }
         }
-        Glibc.close(listenerFD)
         logger.info("stopped")
         stopped.withLock { $0 = true }
         stopSignal.signal()
