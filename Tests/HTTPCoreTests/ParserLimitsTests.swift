@@ -68,6 +68,20 @@ struct ParserLimitsTests {
         #expect(Wire.refusal(head + "fffffffffffffff\r\n", limits: limits) == 413)
     }
 
+    @Test("chunk extensions are limited like the header block, over the whole message: at the limit accepted, beyond 400")
+    func chunkExtensionLimit() {
+        var limits = HTTPLimits()
+        limits.maxHeaderBytes = 64
+        let head = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        // Each chunk's line: "1", then an extension of 16 bytes (";e=" and 13 more).
+        let chunk = "1;e=" + String(repeating: "x", count: 13) + "\r\nX\r\n"
+        #expect(Wire.request(head + String(repeating: chunk, count: 4) + "0\r\n\r\n", limits: limits)?.body.count == 4)
+        #expect(Wire.refusal(head + String(repeating: chunk, count: 5) + "0\r\n\r\n", limits: limits) == 400)
+        // The count starts again with each message.
+        let twice = head + String(repeating: chunk, count: 4) + "0\r\n\r\n"
+        #expect(feed([Wire.bytes(twice + twice)], limits: limits).requests.count == 2)
+    }
+
     @Test("trailers are limited like the header block: at the limit accepted, beyond 431")
     func trailerLimit() {
         var limits = HTTPLimits()

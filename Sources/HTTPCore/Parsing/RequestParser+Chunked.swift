@@ -2,7 +2,8 @@ extension RequestParser {
     enum ChunkSizeResult {
         case needMore
         case failure(ParseError)
-        case size(Int, consumed: Int)
+        /// The chunk's size, the line's length, and how many of its bytes were extensions.
+        case size(Int, consumed: Int, extensionBytes: Int)
     }
 
     enum TrailerResult {
@@ -35,7 +36,7 @@ extension RequestParser {
         if k < lf - 1, !RequestParser.validChunkExtensions(UnsafeBufferPointer(rebasing: b[k..<(lf - 1)])) {
             return .failure(.bad("malformed chunk extension"))
         }
-        return .size(size, consumed: lf + 1)
+        return .size(size, consumed: lf + 1, extensionBytes: lf - 1 - k)
     }
 
     /// Parses one trailer field line, or the empty line that ends the message. The first

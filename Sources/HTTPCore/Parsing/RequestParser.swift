@@ -45,6 +45,9 @@ public struct RequestParser: Sendable {
     private var current: ParsedRequest?
     /// The head read so far, while it has not arrived whole.
     var progress = HeadProgress()
+    /// Chunk-extension bytes of the message being read: ignored, but read, so they are
+    /// bounded (as the header block is) where the chunk data counts against the body limit.
+    private var extensionBytes = 0
     /// Bytes searched for the ends of head and trailer lines, a byte counted again each time
     /// it is searched again: for tests that check a message sent in pieces costs no more than
     /// one sent whole.
@@ -75,6 +78,7 @@ public struct RequestParser: Sendable {
                 case let .head(request, used, bodyState, expectsContinue):
                     consumed += used
                     current = request
+                    extensionBytes = 0
                     state = bodyState
                     if case .head = bodyState { return finish(consumed: consumed) }
                     if expectsContinue { return .continueRequested(consumed: consumed) }
@@ -90,8 +94,13 @@ public struct RequestParser: Sendable {
                 switch parseChunkSize(rest) {
                 case .needMore: return .needMoreData(consumed: consumed)
                 case let .failure(error): state = .closed; return .failed(error)
-                case let .size(size, used):
+                case let .size(size, used, extensions):
                     consumed += used
+                    extensionBytes += extensions
+                    if extensionBytes > limits.maxHeaderBytes {
+                        state = .closed
+                        return .failed(.bad("chunk extensions too large"))
+                    }
                     if size == 0 {
                         state = .trailers(count: 0, bytes: 0, searched: 0)
                     } else if current!.body.count + size > limits.maxBodyBytes {
