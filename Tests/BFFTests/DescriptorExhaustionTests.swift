@@ -16,7 +16,7 @@ struct DescriptorExhaustionTests {
         // for connections.
         let server = try SmartBFFProcess.start(["sandbox", "--port", "\(port)"], port: port,
                                                log: folder.appendingPathComponent("sandbox.log"), openFileLimit: 48)
-        defer { server.stop() }
+        defer { Task { await server.stop() } }
         try await server.waitUntilListening()
 
         var held = try await runBlocking { try (0..<80).map { _ in try LoopbackSocket.connect(port: port) } }
@@ -29,7 +29,9 @@ struct DescriptorExhaustionTests {
         let spent = server.cpuSeconds - before
         // Woken by a readable listener it cannot accept from, a loop spins: about 2 s of CPU here.
         #expect(spent < 0.5, "\(spent) s of CPU in 2 s while out of descriptors")
-        #expect(server.logText.components(separatedBy: "out of file descriptors").count == 2, "warned more than once in 10 s")
+        // One warning every 10 s, not one per 100 ms pause (a loaded machine may stretch the test past 10 s).
+        let warnings = server.logText.components(separatedBy: "out of file descriptors").count - 1
+        #expect(warnings >= 1 && warnings <= 3, "\(warnings) warnings")
 
         for fd in held { close(fd) }
         held = []

@@ -77,11 +77,13 @@ final class SmartBFFProcess: Sendable {
     /// The end of its log, for failure messages.
     var logTail: String { String(logText.suffix(2_000)) }
 
-    /// Stops it as an operator would (SIGTERM: a graceful shutdown) and waits for it.
-    func stop() {
+    /// Stops it as an operator would (SIGTERM: a graceful shutdown) and waits for it, on a
+    /// thread of its own: a blocked thread of the concurrency pool (two on two cores) would
+    /// hold up every other test's tasks while the process drains.
+    func stop() async {
         guard process.isRunning else { return }
         process.terminate()
-        process.waitUntilExit()
+        _ = try? await runBlocking { [process] in process.waitUntilExit() }
     }
 
     struct Failure: Error, CustomStringConvertible {

@@ -33,7 +33,7 @@ struct TwoProcessRefreshTests {
                 "BFF_MIGRATIONS_DIR": RepositoryPaths.migrations.path, "BFF_LOG_LEVEL": "warning",
             ])
         }
-        defer { for process in processes { process.stop() } }
+        defer { Task { for process in processes { await process.stop() } } }
         for process in processes { try await process.waitUntilListening() }
 
         // A sign-in through the first process whose access token expires at once (1 s).
