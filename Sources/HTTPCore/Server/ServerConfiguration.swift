@@ -9,8 +9,11 @@ public struct ServerConfiguration: Sendable {
     /// Seconds a client has to send a whole request head (and then its body) once it started:
     /// slow-loris protection. Default 10 s.
     public var requestReadTimeout: Double = 10
-    /// Seconds an idle keep-alive connection stays open. Default 60 s.
-    public var idleTimeout: Double = 60
+    /// Seconds an idle keep-alive connection stays open. Default 75 s (as nginx's): longer
+    /// than the idle timeout of the load balancers in front (AWS ALB's is 60 s), so that the
+    /// balancer closes an idle connection first; closed here at the same moment, a request
+    /// it sends on it meanwhile is lost, and the client gets a 502.
+    public var idleTimeout: Double = 75
     /// Seconds a response may stall with unsent bytes before the connection is dropped. Default 30 s.
     public var writeTimeout: Double = 30
     /// Requests served on one connection before it is closed. Default 10 000.
