@@ -12,16 +12,19 @@ public final class BFFRuntime: Sendable {
     public let server: HTTPServer
     public let pool: ConnectionPool
     private let sweeper: Sweeper
+    private let refresher: TokenRefresher
     private let shutdownDeadline: Duration
 
     /// The bound port.
     public var port: Int { server.port }
 
-    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Sweeper, shutdownDeadline: Duration) {
+    private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Sweeper, refresher: TokenRefresher,
+                 shutdownDeadline: Duration) {
         self.services = services
         self.server = server
         self.pool = pool
         self.sweeper = sweeper
+        self.refresher = refresher
         self.shutdownDeadline = shutdownDeadline
     }
 
@@ -110,20 +113,25 @@ public final class BFFRuntime: Sendable {
                               onError: { error in
                                   logger.warning("sweep failed; retried in a minute", metadata: ["error": .string(String(describing: error))])
                               })
-        return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper, shutdownDeadline: options.shutdownDeadline)
+        return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper, refresher: app.refresher,
+                          shutdownDeadline: options.shutdownDeadline)
     }
 
     /// Graceful stop, over by `Options.shutdownDeadline` (20 s) after the call: drain HTTP
-    /// (`gracePeriod`, which should leave the audit trail some of that time), write the audit
-    /// entries still buffered, retrying while the database refuses them (a failover, a
-    /// migration's lock) until the deadline, and close the pool. Entries still unwritten then
-    /// are lost with the process: an error line says how many (a count, never what they hold).
+    /// (`gracePeriod`, which should leave the audit trail some of that time); then, together,
+    /// let the token refreshes under way store what their EHR answers (a rotated refresh
+    /// token would be lost with the pool) and write the audit entries still buffered,
+    /// retrying while the database refuses them (a failover, a migration's lock), until the
+    /// deadline; and close the pool. Entries still unwritten then are lost with the process:
+    /// an error line says how many (a count, never what they hold).
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         let deadline = ContinuousClock.now + shutdownDeadline
         await server.shutdown(gracePeriod: gracePeriod)
         sweeper.stop()
+        async let refreshes: Void = refresher.drain(until: deadline)
         // Whatever the HTTP drain took, a write under way gets a second to land.
         await services.audit.drain(until: max(deadline, ContinuousClock.now + .seconds(1)))
+        await refreshes
         services.audit.stop()
         let unwritten = services.audit.status.pending
         if unwritten > 0 {

@@ -151,9 +151,18 @@ public final class PostgresSessionStore: SessionStore {
 
     public func deleteSession(ofLaunch launchHash: String) async throws -> (sessionHash: String, ended: [(LaunchRecord, TokenSet)])? {
         try await pool.withTransaction { c in
-            let rows = try await c.query("SELECT session_hash FROM launches WHERE id_hash = \(launchHash)")
-            guard let session = try rows.first?.string(0) else { return nil }
-            return (session, try await self.deleteSession(hash: session, on: c))
+            // The launch's session, locked; its hash may change meanwhile (a hand-off rotates
+            // it, a sign-in of the same user takes the launch over): then it is read again.
+            for _ in 0..<3 {
+                let rows = try await c.query("SELECT session_hash FROM launches WHERE id_hash = \(launchHash)")
+                guard let session = try rows.first?.string(0) else { return nil }
+                let locked = try await c.query("SELECT 1 FROM sessions WHERE id_hash = \(session) FOR UPDATE")
+                guard !locked.isEmpty else { continue }
+                let owner = try await c.query("SELECT 1 FROM launches WHERE id_hash = \(launchHash) AND session_hash = \(session)")
+                guard !owner.isEmpty else { continue }
+                return (session, try await self.deleteSession(hash: session, on: c))
+            }
+            return nil
         }
     }
 

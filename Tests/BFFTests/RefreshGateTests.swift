@@ -1,4 +1,5 @@
 @testable import BFF
+import SMART
 import Testing
 
 /// The gate that bounds how many refreshes hold a database connection while their EHR
@@ -14,13 +15,22 @@ struct RefreshGateTests {
         let hung = (0..<3).map { _ in
             Task { try await gate.withSlot(for: "https://x.example/fhir", before: deadline) { await entries.add("x"); await release.wait() } }
         }
-        while await entries.all.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        while await entries.all.count < 2 || gate.waiting < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // Two slots are free, but the third of x's refreshes waits: its EHR has its share.
         try await gate.withSlot(for: "https://y.example/fhir", before: deadline) { await entries.add("y") }
         #expect(await entries.all == ["x", "x", "y"])
         await release.open()
         for task in hung { try await task.value }
         #expect(await entries.all == ["x", "x", "y", "x"])
+    }
+
+    @Test("a refresh whose deadline has passed takes no slot, free as they are")
+    func noSlotAfterTheDeadline() async throws {
+        let gate = RefreshGate(slots: 4)
+        await #expect(throws: SMARTError.self) {
+            try await gate.withSlot(for: "x", before: RefreshDeadline(.zero)) { Issue.record("a slot after the deadline") }
+        }
+        try await gate.withSlot(for: "x", before: RefreshDeadline(.seconds(30))) {}
     }
 
     @Test("one slot: every issuer takes its turn in order")

@@ -1,6 +1,7 @@
 @testable import BFF
 import Foundation
 import JSON
+import PostgresStore
 import Sandbox
 import Sessions
 import Testing
@@ -102,7 +103,9 @@ struct RefreshTests {
             h.bff.services.proxyCache.invalidate(launchHash: Identifier.hash(try #require(first)))
         }
         #expect(try await failing.value == 401)
-        // The other launch's grant is revoked at the EHR as at logout (access and refresh token).
+        // The other launch's grant is revoked at the EHR as at logout (access and refresh
+        // token), after the 401: in a task of its own.
+        for _ in 0..<100 where await h.sandbox.state.revocations < 2 { try await Task.sleep(for: .milliseconds(50)) }
         #expect(await h.sandbox.state.revocations == 2)
         await h.sandbox.state.resetCounters()
         let other = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: second)
@@ -188,6 +191,40 @@ struct RefreshTests {
         await h.sandbox.state.expireAccessTokens()
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         #expect(await h.sandbox.state.refreshCount == 2)
+    }
+
+    @Test("a refresh waiting on the EHR when smart-bff stops is let finish: what the EHR answered is stored before the pool closes")
+    func shutdownKeepsARefreshUnderWay() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
+        await h.sandbox.state.setRotateRefreshTokens(true)
+        await h.sandbox.state.setTokenDelay(.seconds(2))
+        await h.sandbox.state.resetCounters()
+        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        await h.bff.shutdown(gracePeriod: .milliseconds(100)) // the read gives up; the refresh does not
+        _ = try? await read.value
+        let versions = try await h.database.pool.query("SELECT version FROM tokens WHERE launch_hash = \(Identifier.hash(launch))")
+        #expect(try versions.first?.int(0) == 2, "the refresh's new tokens were not stored")
+        #expect(await h.sandbox.state.liveRefreshTokens == 1, "the one refresh token the EHR still takes")
+    }
+
+    @Test("invalid_grant answers 401 at once, while the session's other grants are revoked at an EHR that takes its time")
+    func invalidGrantDoesNotWaitForRevocations() async throws {
+        let h = try await BFFHarness.start(refreshDeadline: .seconds(3))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser)
+        let (_, second) = try await h.standaloneLogin(browser)
+        #expect(first != nil && second != nil)
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setRefreshError("invalid_grant")
+        await h.sandbox.state.setRevocationDelay(.seconds(6))
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first)
+        #expect(page.status == 401 && page.text.contains("session-ended"), "\(page.status): \(page.text)")
+        #expect(try await browser.api(h.baseURL + "/session", launch: second).status == 401)
     }
 
     @Test("a refresh answered with expires_in 0 keeps the rotated refresh token: the read succeeds, and later refreshes work")

@@ -26,6 +26,24 @@ struct RefreshDeadline: Sendable {
         DispatchQueue.global().asyncAfter(deadline: end, execute: timer)
     }
 
+    /// Whether the deadline has passed.
+    var hasPassed: Bool { DispatchTime.now() >= end }
+
+    /// What `body` returns, unless the deadline comes first: then `body`'s task is cancelled
+    /// (the HTTP client drops its request) and `expired` is thrown once it has ended. For a
+    /// hard limit on one request; a refresh's callers use `wait(for:)`.
+    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let task = Task(operation: body)
+        let timer = DispatchWorkItem { task.cancel() }
+        schedule(timer)
+        defer { timer.cancel() }
+        do {
+            return try await task.value
+        } catch where task.isCancelled { // only the timer cancels it
+            throw expired
+        }
+    }
+
     /// What `task` returns, unless the deadline comes first: then `expired` is thrown, and
     /// the task goes on (a refresh sent to the EHR finishes and stores what it answers).
     func wait<T: Sendable>(for task: Task<T, any Error>) async throws -> T {

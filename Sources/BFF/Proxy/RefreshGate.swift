@@ -42,28 +42,35 @@ final class RefreshGate: Sendable {
         return try await body()
     }
 
-    /// Takes a slot, waiting for one until the deadline; false when the deadline came first.
-    /// A slot that is free goes to whoever may take it: the waiters still waiting then are
-    /// all of issuers at their share.
+    /// Takes a slot, waiting for one until the deadline; false when the deadline came first
+    /// (or had passed already). A slot that is free goes to whoever may take it: the waiters
+    /// still waiting then are all of issuers at their share. Whether to wait is decided in
+    /// the same critical section that adds the waiter, so no slot can free up unseen between.
     private func enter(_ issuer: String, before deadline: RefreshDeadline) async -> Bool {
-        let perIssuer = self.perIssuer
-        let id = state.withLock { s -> UInt64? in
-            if s.free > 0 && s.held[issuer, default: 0] < perIssuer {
-                s.free -= 1
-                s.held[issuer, default: 0] += 1
-                return nil
-            }
+        guard !deadline.hasPassed else { return false }
+        let id = state.withLock { s -> UInt64 in
             s.nextWaiter += 1
             return s.nextWaiter
         }
-        guard let id else { return true }
         let timer = DispatchWorkItem { [weak self] in self?.removeWaiter(id)?.resume(returning: false) }
         defer { timer.cancel() }
         return await withCheckedContinuation { continuation in
-            state.withLock { $0.waiters.append(Waiter(id: id, issuer: issuer, continuation: continuation)) }
-            deadline.schedule(timer) // once the waiter is in the list, where the timer looks for it
+            let perIssuer = self.perIssuer
+            let admitted = state.withLock { s -> Bool in
+                if s.free > 0 && s.held[issuer, default: 0] < perIssuer {
+                    s.free -= 1
+                    s.held[issuer, default: 0] += 1
+                    return true
+                }
+                s.waiters.append(Waiter(id: id, issuer: issuer, continuation: continuation))
+                return false
+            }
+            if admitted { continuation.resume(returning: true) } else { deadline.schedule(timer) }
         }
     }
+
+    /// How many refreshes wait for a slot (for tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Frees `issuer`'s slot, and gives it to the first waiter that may take one.
     private func leave(_ issuer: String) {

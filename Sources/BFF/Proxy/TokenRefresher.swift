@@ -20,6 +20,14 @@ actor TokenRefresher {
     /// The refreshes under way in this process, by launch, each until the EHR has answered
     /// (or failed), whatever its callers' deadline.
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
+    /// Set at shutdown: no refresh starts any more.
+    private var draining = false
+    /// The longest a token request may take: past it, it is cancelled (its answer, a rotated
+    /// refresh token maybe, is lost). It keeps a refresh's hold on the row lock, and its
+    /// transaction's idle time, under what other transactions wait for them (45 s and 60 s:
+    /// `PostgresSessionStore.tokenReadLimits`, `tokenLockLimits`), whatever the HTTP
+    /// client's waits (for a connection to the host, then 30 s without data) add up to.
+    static let requestLimit: Duration = .seconds(40)
     /// Refresh when less than this is left of the access token's life (less than half of
     /// it, for tokens that live under two minutes).
     static let margin: TimeInterval = 60
@@ -51,6 +59,9 @@ actor TokenRefresher {
         let rejected = staleVersion.map { $0 == current.version } ?? false
         let margin = TokenRefresher.margin(for: current)
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
+        if draining && inFlight[launch.idHash] == nil {
+            throw TokenRefresher.unavailable(SMARTError(.timeout, "smart-bff is stopping"))
+        }
         let task = inFlight[launch.idHash] ?? start(launch, seen: current.version)
         do {
             return try await RefreshDeadline(deadline).wait(for: task) // each caller waits its own time
@@ -75,6 +86,16 @@ actor TokenRefresher {
         }
         inFlight[launch.idHash] = task
         return task
+    }
+
+    /// Waits, until `deadline`, for the refreshes under way to end: each may have sent the EHR
+    /// a refresh token that its answer rotates, to be stored before the pool closes. None
+    /// starts from now on.
+    func drain(until deadline: ContinuousClock.Instant) async {
+        draining = true
+        for task in inFlight.values {
+            _ = try? await RefreshDeadline(deadline - ContinuousClock.now).wait(for: task)
+        }
     }
 
     /// A refresh has ended: the next caller reads the tokens afresh.
@@ -113,9 +134,11 @@ actor TokenRefresher {
                     if locked.version != seen { return (.keep, .tokens(locked)) } // another instance refreshed meanwhile
                     guard let refreshToken = locked.refreshToken else { return (.discard, .grantGone) }
                     do {
-                        let response = try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
-                                                                              authentication: services.authentication(for: registration),
-                                                                              tokenEndpoint: tokenEndpoint)
+                        let response = try await RefreshDeadline(TokenRefresher.requestLimit).run {
+                            try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
+                                                                   authentication: services.authentication(for: registration),
+                                                                   tokenEndpoint: tokenEndpoint)
+                        }
                         services.metrics.recordRefresh("ok")
                         let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
                         return (.replace(next), .tokens(next))
@@ -148,12 +171,14 @@ actor TokenRefresher {
 
     /// The grant of `launch` is gone: so is its session, rather than one that looks alive
     /// while every call fails, and the tokens of its other launches are revoked as at
-    /// logout. Should the delete fail, the launch has no tokens left and answers 401 anyway.
+    /// logout, in a task of its own: the callers waiting for this refresh hear 401 now, not
+    /// after EHRs have answered the revocations. Should the delete fail, the launch has no
+    /// tokens left and answers 401 anyway.
     private static func endSession(of launch: LaunchRecord, services: BFFServices) async {
         do {
             if let (session, ended) = try await services.store.deleteSession(ofLaunch: launch.idHash) {
                 services.proxyCache.invalidate(sessionHash: session) // its other launches too
-                await services.revokeTokens(of: ended)
+                if !ended.isEmpty { Task { await services.revokeTokens(of: ended) } }
             }
         } catch {
             services.logger.warning("ending a session after invalid_grant failed", metadata: ["smart.iss": .string(launch.iss), "error": .string(String(describing: error))])
