@@ -126,6 +126,7 @@ public final class BFFRuntime: Sendable {
     /// an error line says how many (a count, never what they hold).
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         let deadline = ContinuousClock.now + shutdownDeadline
+        refresher.beginStopping() // no refresh sends a request the drain below would not wait for
         await server.shutdown(gracePeriod: gracePeriod)
         sweeper.stop()
         async let refreshes: Void = refresher.drain(until: deadline)

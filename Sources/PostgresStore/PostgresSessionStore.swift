@@ -151,6 +151,7 @@ public final class PostgresSessionStore: SessionStore {
 
     public func deleteSession(ofLaunch launchHash: String) async throws -> (sessionHash: String, ended: [(LaunchRecord, TokenSet)])? {
         try await pool.withTransaction { c in
+            try await c.run { try $0.executeScript(PostgresSessionStore.tokenReadLimits) }
             // The launch's session, locked; its hash may change meanwhile (a hand-off rotates
             // it, a sign-in of the same user takes the launch over): then it is read again.
             for _ in 0..<3 {
@@ -162,7 +163,7 @@ public final class PostgresSessionStore: SessionStore {
                 guard !owner.isEmpty else { continue }
                 return (session, try await self.deleteSession(hash: session, on: c))
             }
-            return nil
+            throw PostgresError.query(sqlState: nil, serverMessage: "the launch's session changed three times while it was being deleted")
         }
     }
 
@@ -236,8 +237,8 @@ public final class PostgresSessionStore: SessionStore {
 
     /// A token lock's own limits, in place of the server's: its transaction waits for another
     /// instance's refresh, then sits idle while the EHR answers, which the refresher lets run
-    /// to the HTTP client's timeouts (5 s to connect, 30 s without data) rather than cut it
-    /// short and lose a rotated refresh token. A DBA's `statement_timeout = '100ms'` would
+    /// until the EHR answers (at most 40 s) rather than cut it short and lose a rotated
+    /// refresh token. A DBA's `statement_timeout = '100ms'` would
     /// cancel the wait (where the other instance's new tokens were a moment away), and a short
     /// `idle_in_transaction_session_timeout` would end the session after the EHR rotated the
     /// refresh token and before the new one was stored (then the grant is lost). A lock held

@@ -211,6 +211,32 @@ struct RefreshTests {
         #expect(await h.sandbox.state.liveRefreshTokens == 1, "the one refresh token the EHR still takes")
     }
 
+    @Test("a refresh still waiting for its turn when smart-bff begins to stop sends nothing: every request sent is one shutdown waits for")
+    func noRefreshSentOnceStopping() async throws {
+        let h = try await BFFHarness.start() // a pool of 4: one refresh holds a connection at a time
+        defer { Task { await h.stop() } }
+        let (first, second) = (Browser(client: h.client), Browser(client: h.client))
+        let launches = try await h.signInWithExpiredAccessTokens([first, second])
+        await h.sandbox.state.setRotateRefreshTokens(true)
+        await h.sandbox.state.setTokenDelay(.seconds(2))
+        await h.sandbox.state.resetCounters()
+        let firstRead = Task { try await first.api(h.baseURL + "/fhir/Patient/pat-1", launch: launches[0]).status }
+        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        let secondRead = Task { try await second.api(h.baseURL + "/fhir/Patient/pat-1", launch: launches[1]).status }
+        try await Task.sleep(for: .milliseconds(300)) // the second refresh waits for the first's slot
+        await h.bff.shutdown(gracePeriod: .milliseconds(100))
+        _ = try? await firstRead.value
+        _ = try? await secondRead.value
+        #expect(await h.sandbox.state.refreshCount == 1, "a refresh was sent after shutdown began")
+        var versions: [Int] = []
+        for launch in launches {
+            let rows = try await h.database.pool.query("SELECT version FROM tokens WHERE launch_hash = \(Identifier.hash(try #require(launch)))")
+            versions.append(try rows.first?.int(0) ?? 0)
+        }
+        #expect(versions == [2, 1], "the first refresh stored, the second launch's tokens as they were: \(versions)")
+        #expect(await h.sandbox.state.liveRefreshTokens == 2)
+    }
+
     @Test("invalid_grant answers 401 at once, while the session's other grants are revoked at an EHR that takes its time")
     func invalidGrantDoesNotWaitForRevocations() async throws {
         let h = try await BFFHarness.start(refreshDeadline: .seconds(3))

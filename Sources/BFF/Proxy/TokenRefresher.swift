@@ -4,13 +4,14 @@ import JSON
 import PostgresStore
 import SMART
 import Sessions
+import Synchronization
 
 /// Keeps a launch's access token fresh. Refreshes are single-flight: in one process,
 /// concurrent callers share one refresh task; across processes, the token row lock makes
 /// later comers see the new version and skip their own refresh. The rotated refresh token
 /// is stored before the lock is released. Callers wait at most until the refresh's deadline
 /// (then 503, the session kept), but a refresh request sent to the EHR is never abandoned
-/// for it: it runs until the EHR answers or the HTTP client's timeouts end it, and what the
+/// for it: it runs until the EHR answers (at most `requestLimit`), and what the
 /// EHR answered is stored, so that a rotated refresh token is not lost to a slow EHR. Only
 /// a few refreshes at a time hold a database connection (`RefreshLimits`).
 actor TokenRefresher {
@@ -20,8 +21,10 @@ actor TokenRefresher {
     /// The refreshes under way in this process, by launch, each until the EHR has answered
     /// (or failed), whatever its callers' deadline.
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
-    /// Set at shutdown: no refresh starts any more.
-    private var draining = false
+    /// Set when shutdown begins: no refresh starts, and none sends its request, any more.
+    private nonisolated let stopping = Atomic<Bool>(false)
+    /// The revocations of sessions ended on `invalid_grant`, which shutdown lets finish.
+    private let background = BackgroundTasks()
     /// The longest a token request may take: past it, it is cancelled (its answer, a rotated
     /// refresh token maybe, is lost). It keeps a refresh's hold on the row lock, and its
     /// transaction's idle time, under what other transactions wait for them (45 s and 60 s:
@@ -59,7 +62,7 @@ actor TokenRefresher {
         let rejected = staleVersion.map { $0 == current.version } ?? false
         let margin = TokenRefresher.margin(for: current)
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
-        if draining && inFlight[launch.idHash] == nil {
+        if stopping.load(ordering: .relaxed) && inFlight[launch.idHash] == nil {
             throw TokenRefresher.unavailable(SMARTError(.timeout, "smart-bff is stopping"))
         }
         let task = inFlight[launch.idHash] ?? start(launch, seen: current.version)
@@ -74,9 +77,10 @@ actor TokenRefresher {
     /// after its deadline.
     private func start(_ launch: LaunchRecord, seen: Int) -> Task<TokenSet, any Error> {
         let deadline = RefreshDeadline(self.deadline)
-        let task = Task { [services, gate] () async throws -> TokenSet in
+        let task = Task { [services, gate, background] () async throws -> TokenSet in
             do {
-                let tokens = try await TokenRefresher.refresh(launch, seen: seen, services: services, gate: gate, deadline: deadline)
+                let tokens = try await TokenRefresher.refresh(launch, seen: seen, services: services, gate: gate, deadline: deadline,
+                                                              background: background, isStopping: { [weak self] in self?.isStopping ?? true })
                 self.finished(launch.idHash)
                 return tokens
             } catch {
@@ -88,14 +92,22 @@ actor TokenRefresher {
         return task
     }
 
-    /// Waits, until `deadline`, for the refreshes under way to end: each may have sent the EHR
-    /// a refresh token that its answer rotates, to be stored before the pool closes. None
-    /// starts from now on.
+    /// From now on no refresh starts, and none not yet sent sends its request: called as
+    /// shutdown begins, before the HTTP drain, so that every request sent is one `drain`
+    /// waits for.
+    nonisolated func beginStopping() { stopping.store(true, ordering: .relaxed) }
+
+    private nonisolated var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    /// Waits, until `deadline`, for the refreshes under way to end (each may have sent the
+    /// EHR a refresh token that its answer rotates, to be stored before the pool closes),
+    /// and for the revocations they started.
     func drain(until deadline: ContinuousClock.Instant) async {
-        draining = true
+        beginStopping()
         for task in inFlight.values {
             _ = try? await RefreshDeadline(deadline - ContinuousClock.now).wait(for: task)
         }
+        await background.wait(until: deadline)
     }
 
     /// A refresh has ended: the next caller reads the tokens afresh.
@@ -117,14 +129,16 @@ actor TokenRefresher {
         /// The EHR refused the refresh token (`invalid_grant`), or there is none: the tokens
         /// were discarded under the lock, so that no one waiting for it sends them again.
         case grantGone
+        /// smart-bff is stopping: nothing was sent.
+        case stopping
     }
 
     /// Refreshes in a slot of `gate`, under the token row lock, unless another instance
     /// did meanwhile (the version moved on from `seen`). The EHR's token endpoint is known
     /// first (discovery, usually cached), so that no slot or lock waits on it; no slot is
     /// taken after `deadline`, but a request once sent is not cut short by it.
-    private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices,
-                                gate: RefreshGate, deadline: RefreshDeadline) async throws -> TokenSet {
+    private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices, gate: RefreshGate, deadline: RefreshDeadline,
+                                background: BackgroundTasks, isStopping: @escaping @Sendable () -> Bool) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
         let outcome: Outcome?
         do {
@@ -133,6 +147,7 @@ actor TokenRefresher {
                 try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, Outcome) in
                     if locked.version != seen { return (.keep, .tokens(locked)) } // another instance refreshed meanwhile
                     guard let refreshToken = locked.refreshToken else { return (.discard, .grantGone) }
+                    guard !isStopping() else { return (.keep, .stopping) } // a request sent now might not be stored
                     do {
                         let response = try await RefreshDeadline(TokenRefresher.requestLimit).run {
                             try await services.tokenClient.refresh(refreshToken: refreshToken, clientID: registration.clientID,
@@ -164,8 +179,10 @@ actor TokenRefresher {
             return tokens
         case .grantGone?:
             services.metrics.recordRefresh("invalid_grant")
-            await endSession(of: launch, services: services)
+            await endSession(of: launch, services: services, background: background)
             throw Problems.sessionEnded()
+        case .stopping?:
+            throw unavailable(SMARTError(.timeout, "smart-bff is stopping"))
         }
     }
 
@@ -174,11 +191,11 @@ actor TokenRefresher {
     /// logout, in a task of its own: the callers waiting for this refresh hear 401 now, not
     /// after EHRs have answered the revocations. Should the delete fail, the launch has no
     /// tokens left and answers 401 anyway.
-    private static func endSession(of launch: LaunchRecord, services: BFFServices) async {
+    private static func endSession(of launch: LaunchRecord, services: BFFServices, background: BackgroundTasks) async {
         do {
             if let (session, ended) = try await services.store.deleteSession(ofLaunch: launch.idHash) {
                 services.proxyCache.invalidate(sessionHash: session) // its other launches too
-                if !ended.isEmpty { Task { await services.revokeTokens(of: ended) } }
+                if !ended.isEmpty { background.start { await services.revokeTokens(of: ended) } }
             }
         } catch {
             services.logger.warning("ending a session after invalid_grant failed", metadata: ["smart.iss": .string(launch.iss), "error": .string(String(describing: error))])
