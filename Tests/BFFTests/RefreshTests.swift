@@ -206,8 +206,7 @@ struct RefreshTests {
         while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
         await h.bff.shutdown(gracePeriod: .milliseconds(100)) // the read gives up; the refresh does not
         _ = try? await read.value
-        let versions = try await h.database.pool.query("SELECT version FROM tokens WHERE launch_hash = \(Identifier.hash(launch))")
-        #expect(try versions.first?.int(0) == 2, "the refresh's new tokens were not stored")
+        #expect(try await h.tokenVersion(of: launch) == 2, "the refresh's new tokens were not stored")
         #expect(await h.sandbox.state.liveRefreshTokens == 1, "the one refresh token the EHR still takes")
     }
 
@@ -228,11 +227,8 @@ struct RefreshTests {
         _ = try? await firstRead.value
         _ = try? await secondRead.value
         #expect(await h.sandbox.state.refreshCount == 1, "a refresh was sent after shutdown began")
-        var versions: [Int] = []
-        for launch in launches {
-            let rows = try await h.database.pool.query("SELECT version FROM tokens WHERE launch_hash = \(Identifier.hash(try #require(launch)))")
-            versions.append(try rows.first?.int(0) ?? 0)
-        }
+        var versions: [Int?] = []
+        for launch in launches { versions.append(try await h.tokenVersion(of: try #require(launch))) }
         #expect(versions == [2, 1], "the first refresh stored, the second launch's tokens as they were: \(versions)")
         #expect(await h.sandbox.state.liveRefreshTokens == 2)
     }
@@ -361,5 +357,11 @@ extension BFFHarness {
         await sandbox.state.setAccessTokenLifetime(3600)
         try await Task.sleep(for: .seconds(1))
         return launches
+    }
+
+    /// The version of a launch's tokens as stored (read with SQL: the pool of a BFF that has
+    /// stopped is closed), nil when it has none.
+    func tokenVersion(of launch: String) async throws -> Int? {
+        try await database.pool.query("SELECT version FROM tokens WHERE launch_hash = \(Identifier.hash(launch))").first?.int(0)
     }
 }
