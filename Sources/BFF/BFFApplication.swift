@@ -34,7 +34,8 @@ public struct BFFApplication: Sendable {
         router.post("/logout", session.logout)
         router.post("/session/handoff", session.handoff)
         let proxy = FHIRProxy(services: services, refresher: refresher)
-        router.get("/fhir/*", proxy.handle)
+        // A read whose browser has gone (a fetch aborted) stops waiting for the EHR, and frees its connection.
+        router.get("/fhir/*", cancelledWhenClientLeaves: true, proxy.handle)
         let operations = OperationsHandlers(services: services)
         router.get("/readyz", operations.readyz)
         router.get("/metrics", operations.metrics)

@@ -31,6 +31,9 @@ public struct HTTPStatus: Sendable, Hashable {
     public static let serviceUnavailable = HTTPStatus(code: 503)
     public static let gatewayTimeout = HTTPStatus(code: 504)
     public static let httpVersionNotSupported = HTTPStatus(code: 505)
+    /// nginx's convention for a request whose client closed the connection before the
+    /// response: never sent, only logged and counted.
+    public static let clientClosedRequest = HTTPStatus(code: 499)
 
     static let reasons: [Int: String] = [
         100: "Continue", 200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
@@ -40,7 +43,7 @@ public struct HTTPStatus: Sendable, Hashable {
         405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout", 409: "Conflict",
         410: "Gone", 411: "Length Required", 412: "Precondition Failed", 413: "Content Too Large",
         414: "URI Too Long", 415: "Unsupported Media Type", 422: "Unprocessable Content",
-        429: "Too Many Requests", 431: "Request Header Fields Too Large",
+        429: "Too Many Requests", 431: "Request Header Fields Too Large", 499: "Client Closed Request",
         500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
         503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
     ]

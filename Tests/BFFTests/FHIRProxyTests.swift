@@ -415,6 +415,45 @@ struct FHIRProxyTests {
         #expect(AuditEventExport.auditEvent(entries[1])["outcome"]?.stringValue == "0")
     }
 
+    @Test("a browser that gives up on a read (a fetch aborted) while the EHR is slow: the read is dropped at once, audited, counted as 499, not as the EHR's failure")
+    func readAbandonedByBrowser() async throws {
+        // A read timeout far beyond the test: without the cancellation the read would still
+        // wait on the EHR when the checks below give up.
+        let h = try await BFFHarness.start(readTimeout: .seconds(120))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        let launchID = try #require(launch)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setFHIRDelay(.seconds(120)) // the sandbox's stop ends it: no one waits for it
+        let cookie = browser.cookieValues.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+        let client = try RawHTTPClient(port: h.bff.port, timeout: 10)
+        _ = client.send("GET /fhir/Patient/pat-1 HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: \(cookie)\r\nX-CSRF: 1\r\nX-BFF-Launch: \(launchID)\r\n\r\n")
+        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
+        while await h.sandbox.state.fhirRequests == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await h.sandbox.state.fhirRequests == 1, "the read reached the EHR")
+        client.close() // as a browser does when a fetch is aborted: a FIN
+
+        // Within seconds, not the EHR's 120 s: the access is in the audit trail (the EHR may
+        // have read the data) and the request is counted as the client's closing.
+        var metrics = ""
+        while ContinuousClock.now < deadline {
+            metrics = h.bff.services.metrics.render(activeSessions: nil, pool: nil, audit: h.bff.services.audit.status)
+            if metrics.contains("status=\"499\"") { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(metrics.contains("bff_http_requests_total{route=\"/fhir/*\",status=\"499\"} 1"), "\(metrics)")
+        #expect(!metrics.contains("bff_upstream_errors_total{"), "a browser leaving is not the EHR's failure")
+        await h.bff.services.audit.flush()
+        let entries = try await h.database.store.auditEntries(since: nil)
+        #expect(entries.map(\.pathAndQuery) == ["/Patient/pat-1"])
+        #expect(entries.first?.upstreamStatus == 0)
+
+        // The session goes on: the next read is answered.
+        await h.sandbox.state.setFHIRDelay(nil)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+    }
+
     @Test("a read still waiting on the EHR when smart-bff stops is in the audit trail")
     func auditOfReadInFlightAtShutdown() async throws {
         // The EHR never answers within the test, nor does the BFF time out first (a timeout

@@ -73,7 +73,7 @@ struct RouterTests {
     func headFallsBackToGet() async throws {
         #expect(Self.pattern(Self.router.match(method: "HEAD", path: "/items/9")) == "/items/:id")
         guard case .found = Self.router.match(method: "HEAD", path: "/healthz") else { Issue.record("HEAD /healthz"); return }
-        guard case let .found(.async(handler), _, _) = Self.router.match(method: "HEAD", path: "/explicit") else {
+        guard case let .found(.async(handler, _), _, _) = Self.router.match(method: "HEAD", path: "/explicit") else {
             Issue.record("no route for HEAD /explicit"); return
         }
         guard case let .bytes(body) = try await handler(Request(method: "HEAD", target: "/explicit")).body else { return }

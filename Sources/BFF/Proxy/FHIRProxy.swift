@@ -110,8 +110,9 @@ struct FHIRProxy: Sendable {
     }
 
     /// The upstream's response head; a read that gets none (the EHR did not answer in time,
-    /// could not be reached, or broke off) is in the audit trail with upstream status 0: the
-    /// EHR may have read the data even so.
+    /// could not be reached, or broke off, or the browser went away first: then the request is
+    /// cancelled) is in the audit trail with upstream status 0: the EHR may have read the data
+    /// even so.
     private func send(_ request: Request, launch: LaunchRecord, url: String, target: String, token: String) async throws -> HTTPClientStreamingResponse {
         let iss = launch.iss
         var headers: [(String, String)] = []
@@ -121,6 +122,8 @@ struct FHIRProxy: Sendable {
         for name in FHIRProxy.conditionalFields {
             if let value = request.headers[name] { headers.append((name, value)) }
         }
+        // The browser has gone (the route is cancelled when it leaves): nothing goes upstream.
+        if Task.isCancelled { throw CancellationError() }
         let started = ContinuousClock.now
         do {
             let response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers))
@@ -128,8 +131,9 @@ struct FHIRProxy: Sendable {
             services.upstreamFailures.answered(iss: iss, now: services.now())
             return response
         } catch {
-            services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
             auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer)(0)
+            if Task.isCancelled { throw CancellationError() } // the browser went: no fault of the EHR's
+            services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
             if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
@@ -192,6 +196,7 @@ struct FHIRProxy: Sendable {
             let bytes: [UInt8]
             do { bytes = try await body.collect(limit: FHIRProxy.bufferLimit) } catch {
                 audit(0)
+                if Task.isCancelled { throw CancellationError() }
                 services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
                 if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR stopped sending its response.") }
                 throw Problems.upstream(.badGateway, "The EHR's response ended early.")

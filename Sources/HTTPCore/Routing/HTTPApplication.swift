@@ -5,10 +5,11 @@ import Logging
 /// `mapError` recognises as it maps it, anything else a generic 500 whose details go only
 /// to the log.
 public final class HTTPApplication: Sendable {
-    /// A response that is ready now, or work that produces one.
+    /// A response that is ready now, or work that produces one (see
+    /// `Router.on(_:_:cancelledWhenClientLeaves:_:)` for the flag).
     public enum Outcome: Sendable {
         case ready(Response)
-        case pending(@Sendable () async -> Response)
+        case pending(@Sendable () async -> Response, cancelledWhenClientLeaves: Bool)
     }
 
     public let router: Router
@@ -53,13 +54,13 @@ public final class HTTPApplication: Sendable {
                 do { return .ready(finish(request, try handle(request))) } catch {
                     return .ready(finish(request, problem(for: error, request: request)))
                 }
-            case let .async(handle):
+            case let .async(handle, cancellable):
                 let routed = request
-                return .pending { [self] in
+                return .pending({ [self] in
                     do { return finish(routed, try await handle(routed)) } catch {
                         return finish(routed, problem(for: error, request: routed))
                     }
-                }
+                }, cancelledWhenClientLeaves: cancellable)
             }
         }
     }
@@ -70,7 +71,7 @@ public final class HTTPApplication: Sendable {
         request.baseLogger = logger
         switch dispatch(request) {
         case let .ready(response): return response
-        case let .pending(work): return await work()
+        case let .pending(work, _): return await work()
         }
     }
 
@@ -83,6 +84,10 @@ public final class HTTPApplication: Sendable {
 
     private func problem(for error: any Error, request: Request) -> Response {
         if let http = error as? HTTPError { return http.response }
+        // Only a route that gives up on a client gone has its handler cancelled: no one to answer.
+        if error is CancellationError {
+            return HTTPError(.clientClosedRequest, detail: "The client closed the connection before the response.").response
+        }
         if let mapped = mapError(error) {
             request.logger.error("request failed", metadata: ["error.type": .string(String(describing: type(of: error))),
                                                              "http.status": .stringConvertible(mapped.status.code)])

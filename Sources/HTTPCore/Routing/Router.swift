@@ -8,7 +8,9 @@ public typealias ImmediateHandler = @Sendable (Request) throws -> Response
 
 /// How a route answers.
 public enum RouteHandler: Sendable {
-    case async(Handler)
+    /// `cancelledWhenClientLeaves`: the handler's task is cancelled when its client closes
+    /// the connection before the response is out (see `Router.on(_:_:cancelledWhenClientLeaves:_:)`).
+    case async(Handler, cancelledWhenClientLeaves: Bool)
     case immediate(ImmediateHandler)
 }
 
@@ -54,9 +56,15 @@ public struct Router: Sendable {
 
     public init() {}
 
-    /// Adds an asynchronous route.
-    public mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
-        add(method, pattern, .async(handler))
+    /// Adds an asynchronous route. `cancelledWhenClientLeaves`: when the client closes the
+    /// connection (or it fails) while the handler works, the handler's task is cancelled and
+    /// the connection dropped, as nginx gives up a proxied request whose client has gone.
+    /// Only for handlers that change nothing that must be finished (a proxied read); never for
+    /// one whose work must complete once begun (a logout's revocation). A client that closes
+    /// only its sending side and waits for the answer (a half-close) gets none on such a route.
+    public mutating func on(_ method: String, _ pattern: String, cancelledWhenClientLeaves: Bool = false,
+                            _ handler: @escaping Handler) {
+        add(method, pattern, .async(handler, cancelledWhenClientLeaves: cancelledWhenClientLeaves))
     }
 
     /// Adds a route answered immediately on the I/O thread (see `ImmediateHandler`).
@@ -64,7 +72,9 @@ public struct Router: Sendable {
         add(method, pattern, .immediate(handler))
     }
 
-    public mutating func get(_ pattern: String, _ handler: @escaping Handler) { on("GET", pattern, handler) }
+    public mutating func get(_ pattern: String, cancelledWhenClientLeaves: Bool = false, _ handler: @escaping Handler) {
+        on("GET", pattern, cancelledWhenClientLeaves: cancelledWhenClientLeaves, handler)
+    }
     public mutating func post(_ pattern: String, _ handler: @escaping Handler) { on("POST", pattern, handler) }
 
     private mutating func add(_ method: String, _ pattern: String, _ handler: RouteHandler) {

@@ -50,6 +50,9 @@ final class Connection: @unchecked Sendable {
     private var peerClosed = false
     /// Resumed when a streaming producer may write more.
     private var drainWaiter: CheckedContinuation<Void, any Error>?
+    /// The task answering the request in progress, when its route has it cancelled should
+    /// the client leave first (`Router.on(_:_:cancelledWhenClientLeaves:_:)`).
+    private var cancellableHandler: Task<Void, Never>?
     let remoteAddress: String
 
     /// Output waiting for the socket beyond which a streaming producer waits, and pipelined
@@ -70,7 +73,7 @@ final class Connection: @unchecked Sendable {
     /// Handles readiness reported by epoll.
     func handle(events: UInt32) {
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 && events & EPOLLIN.rawValue == 0 {
-            abort()
+            clientLeft()
             return
         }
         if events & EPOLLOUT.rawValue != 0 {
@@ -104,9 +107,16 @@ final class Connection: @unchecked Sendable {
         case .wouldBlock:
             return
         case .closed:
-            // Possibly only the client's sending side: what it asked for is still answered.
+            // Possibly only the client's sending side: what it asked for is still answered,
+            // unless its route gives up on a client that has gone.
             peerClosed = true
-            if phase == .reading { processInput() } else { updateInterest() }
+            if phase == .reading {
+                processInput()
+            } else if phase == .responding && cancellableHandler != nil {
+                clientLeft()
+            } else {
+                updateInterest()
+            }
             return
         case let .bytes(n):
             input.append(contentsOf: UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
@@ -181,10 +191,10 @@ final class Connection: @unchecked Sendable {
         switch application.dispatch(request) {
         case let .ready(response):
             send(response, version: parsed.version, isHead: isHead)
-        case let .pending(work):
+        case let .pending(work, cancellable):
             server.inFlight.add(1, ordering: .relaxed)
             let loop = self.loop
-            Task(executorPreference: loop) {
+            let task = Task(executorPreference: loop) {
                 let response = await work()
                 // The task prefers the loop, so it normally resumes on the loop thread and
                 // answers from there; a hop through `execute` cost an allocation and a turn.
@@ -194,12 +204,14 @@ final class Connection: @unchecked Sendable {
                     loop.execute { [self] in finish(with: response, version: parsed.version, isHead: isHead) }
                 }
             }
+            if cancellable { cancellableHandler = task } // the task starts on a later turn of this thread
         }
     }
 
     /// Loop thread: sends the response a handler produced, then reads on (or flushes).
     private func finish(with response: Response, version: HTTPVersion, isHead: Bool) {
         server.inFlight.subtract(1, ordering: .relaxed)
+        cancellableHandler = nil
         guard phase == .responding else {
             abandon(response.body)
             return
@@ -348,7 +360,7 @@ final class Connection: @unchecked Sendable {
                 updateInterest()
                 return
             case .closed:
-                abort()
+                clientLeft()
                 return
             }
         }
@@ -433,6 +445,15 @@ final class Connection: @unchecked Sendable {
     private func endLingering() {
         phase = .closed
         loop.remove(self)
+    }
+
+    /// The client has closed or reset the connection, or a write found it gone: a handler
+    /// whose route gives up on a client gone is cancelled. (Not so when the server drops a
+    /// connection itself, a forced shutdown say: the handler's work is not the client's to end.)
+    private func clientLeft() {
+        cancellableHandler?.cancel()
+        cancellableHandler = nil
+        abort()
     }
 
     /// Drops the connection at once (errors, truncated streams, forced shutdown).
