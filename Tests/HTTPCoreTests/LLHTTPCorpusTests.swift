@@ -21,6 +21,8 @@ struct LLHTTPCorpusTests {
         // Accepted by us, refused by llhttp:
         "Invalid method": "MKCOLA is a valid method token (RFC 9110 §9); routing answers it (404/405)",
         "HTTP protocol and ANNOUNCE method": "ANNOUNCE is a valid method token with HTTP/1.0; routing answers it",
+        "Setting a flag and pausing": "Upgrade is ignored (RFC 9110 §7.8): the request is answered over HTTP/1.1 as the "
+            + "connection's last, where llhttp pauses to hand the connection over (with bytes after it, both refuse them)",
     ]
 
     /// Cases that lost more (or other) than one final CRLF when the corpus was converted: the

@@ -8,10 +8,16 @@ struct ParserProtocolTests {
     @Test("CONNECT is 501")
     func connect() { #expect(Wire.refusal("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n") == 501) }
 
-    @Test("an Upgrade header field is 400")
+    @Test("an Upgrade request is answered over HTTP/1.1 as the connection's last: nothing after it is read as a request")
     func upgrade() {
-        #expect(Wire.refusal("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n") == 400)
-        #expect(Wire.refusal("GET / HTTP/1.1\r\nHost: a\r\nupgrade: h2c\r\n\r\n") == 400)
+        let websocket = Wire.request("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+        #expect(websocket?.target == "/" && websocket?.keepAlive == false)
+        let h2c = Wire.request("GET /x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n")
+        #expect(h2c?.target == "/x" && h2c?.keepAlive == false)
+        // What follows (the new protocol's bytes, or a request smuggled behind a proxy that
+        // took the connection for a tunnel) is never a second request.
+        let result = feed([Wire.bytes("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n")])
+        #expect(result.requests.map(\.target) == ["/"])
     }
 
     @Test("the HTTP/2 connection preface (PRI * HTTP/2.0) is 505")

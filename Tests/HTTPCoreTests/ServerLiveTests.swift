@@ -88,6 +88,22 @@ struct ServerLiveTests {
         }
     }
 
+    @Test("an upgrade attempt (h2c, as curl --http2 sends) gets its answer over HTTP/1.1, then the server closes; a request behind it is not answered")
+    func upgradeIgnored() async throws {
+        try await withLiveServer { server in
+            let port = server.port
+            let (response, rest) = try await runBlocking { () throws -> (RawHTTPClient.RawResponse?, [UInt8]) in
+                let c = try RawHTTPClient(port: port)
+                c.send(get("/fast", "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n")
+                       + get("/fast?smuggled"))
+                return (c.readResponse(), c.readUntilClose(timeout: 5))
+            }
+            #expect(response?.status == 200 && response?.text == "fast" && response?["Connection"] == "close")
+            #expect(response?["Upgrade"] == nil)
+            #expect(rest.isEmpty, "bytes after the answer: \(String(decoding: rest, as: UTF8.self))")
+        }
+    }
+
     @Test("HEAD gets the headers of GET and no body")
     func head() async throws {
         try await withLiveServer { server in

@@ -5,7 +5,6 @@ extension RequestParser {
         if line.method == "CONNECT" { return .failure(ParseError(.notImplemented, "CONNECT is not supported")) }
         if line.method == "PRI" { return .failure(ParseError(.httpVersionNotSupported, "HTTP/2 is not supported")) }
         let framing = FramingFields(headers)
-        if framing.upgrade { return .failure(.bad("protocol upgrade is not supported")) }
 
         // Host (RFC 9112 §3.2).
         if framing.hostCount > 1 { return .failure(.bad("more than one Host")) }
@@ -30,7 +29,12 @@ extension RequestParser {
                 if String(t).equalsIgnoringASCIICase("keep-alive") { keepAliveOption = true }
             }
         }
-        let keepAlive = !close && (line.version == .http11 || keepAliveOption)
+        // Upgrade (RFC 9110 §7.8): none is offered, and a server may ignore the field. The
+        // request is answered over HTTP/1.1 (`curl --http2` to an http URL, asking for h2c,
+        // gets its answer, not a 400), and it is the connection's last: a client may already
+        // be sending in the protocol it asked for, and a proxy in front may take the
+        // connection for a tunnel now; no byte after this request is read as a request.
+        let keepAlive = !close && !framing.upgrade && (line.version == .http11 || keepAliveOption)
 
         // Expect. An HTTP/1.0 client must not be sent a 1xx response (RFC 9110 §15.2): its
         // 100-continue is ignored (§10.1.1).
