@@ -1,5 +1,6 @@
 import BFFTesting
 import Foundation
+import Synchronization
 @testable import HTTPCore
 import Testing
 
@@ -25,6 +26,38 @@ struct ServerStreamingLiveTests {
             #expect(response?.body == LiveRoutes.expectedStream, "the streamed bytes differ")
             #expect(next == "fast after")
         }
+    }
+
+    @Test("a body writer kept past its response cannot write into the next response on the connection")
+    func writerBoundToItsResponse() async throws {
+        let kept = Mutex<(any BodyWriter)?>(nil)
+        let refused = Counter()
+        var router = Router()
+        router.get("/first") { _ in
+            Response(status: .ok, headers: ["Content-Type": "text/plain"], body: .stream(length: nil) { writer in
+                try await writer.write(Array("first".utf8))
+                kept.withLock { $0 = writer } // wrongly kept past this response
+            })
+        }
+        router.get("/second") { _ in
+            Response(status: .ok, headers: ["Content-Type": "text/plain"], body: .stream(length: nil) { writer in
+                try await writer.write(Array("second:".utf8))
+                do { try await kept.withLock { $0 }?.write(Array("LEAKED".utf8)) } catch { refused.increment() }
+                try await writer.write(Array("end".utf8))
+            })
+        }
+        let server = try TestHTTPServer.start(router: router)
+        let port = server.port
+        let bodies = try await runBlocking { () throws -> [String?] in
+            let c = try RawHTTPClient(port: port, timeout: 10)
+            c.send(get("/first"))
+            let first = c.readResponse()?.text
+            c.send(get("/second"))
+            return [first, c.readResponse()?.text]
+        }
+        await server.shutdown(gracePeriod: .milliseconds(200))
+        #expect(bodies == ["first", "second:end"])
+        #expect(refused.current == 1, "the kept writer's write was not refused")
     }
 
     @Test("a slow reader still gets every byte (the producer waits for the socket)")

@@ -50,6 +50,10 @@ final class Connection: @unchecked Sendable {
     private var peerClosed = false
     /// Resumed when a streaming producer may write more.
     private var drainWaiter: CheckedContinuation<Void, any Error>?
+    /// The writer of the body now streaming: only it writes into this response. (A writer
+    /// kept past its producer's end must never write into a later response on this
+    /// connection, which a load balancer may carry for another user.)
+    private var streamWriter: StreamWriter?
     /// The task answering the request in progress, when its route has it cancelled should
     /// the client leave first (`Router.on(_:_:cancelledWhenClientLeaves:_:)`).
     private var cancellableHandler: Task<Void, Never>?
@@ -272,6 +276,7 @@ final class Connection: @unchecked Sendable {
         if case let .length(length) = framing { declaredLength = length }
         let writer = StreamWriter(connection: self, chunked: { if case .chunked = framing { return true }; return false }(),
                                   declaredLength: declaredLength, discard: discard)
+        streamWriter = writer
         server.inFlight.add(1, ordering: .relaxed)
         flush()
         let loop = self.loop
@@ -286,6 +291,8 @@ final class Connection: @unchecked Sendable {
     }
 
     private func endStream(writer: StreamWriter, failed: Bool, framing: ResponseHead.Framing) {
+        guard writer === streamWriter else { return }
+        streamWriter = nil // (the writer holds the connection: no cycle is left behind)
         guard phase == .streaming else { return }
         if failed {
             abort()
@@ -302,7 +309,7 @@ final class Connection: @unchecked Sendable {
 
     /// Called on the loop thread by `StreamWriter`, once `writer.bytesWritten` counts `bytes`.
     func appendStreamed(_ bytes: [UInt8], from writer: StreamWriter, waiter: CheckedContinuation<Void, any Error>) {
-        guard phase == .streaming else {
+        guard phase == .streaming, writer === streamWriter else {
             waiter.resume(throwing: ConnectionClosedError())
             return
         }
@@ -460,6 +467,7 @@ final class Connection: @unchecked Sendable {
     func abort() {
         guard phase != .closed else { return }
         phase = .closed
+        streamWriter = nil
         var lingerOff = linger(l_onoff: 1, l_linger: 0)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lingerOff, socklen_t(MemoryLayout<linger>.size))
         loop.remove(self)
