@@ -57,6 +57,12 @@ public final class HTTPClient: Sendable {
         /// this number evenly (at least one each), and the client's own thread (callers
         /// outside request handlers) has as many again. Default 64.
         public var maxConnectionsPerHost = 64
+        /// Of those, connections at most that requests of one `HTTPClientRequest.share` hold
+        /// at once (divided among event loops the same way); its further requests wait while
+        /// other shares' requests, and requests of none, go ahead in their place. So that
+        /// one user's many slow requests cannot take every connection to a host from all
+        /// the others. Default 16.
+        public var maxConnectionsPerShare = 16
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
         /// Verify TLS certificates and host names. Default on.
@@ -96,8 +102,7 @@ public final class HTTPClient: Sendable {
         } catch {
             fatalError("HTTPClient: cannot create its I/O thread: \(error)")
         }
-        own = ClientLoop(loop: loop, configuration: configuration, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
-                         shared: shared) // before the loop starts
+        own = ClientLoop(loop: loop, configuration: configuration, groupSize: 1, shared: shared) // before the loop starts
         loop.start(name: "http-client")
     }
 
@@ -159,8 +164,7 @@ public final class HTTPClient: Sendable {
         let key = ObjectIdentifier(current)
         if let existing = loopClients.withLock({ $0[key] }) { return existing }
         // Only this loop's thread makes its client, so no other can have added one meanwhile.
-        let made = ClientLoop(loop: current, configuration: configuration,
-                              maxConnectionsPerHost: max(1, configuration.maxConnectionsPerHost / current.groupSize), shared: shared)
+        let made = ClientLoop(loop: current, configuration: configuration, groupSize: current.groupSize, shared: shared)
         current.whenStopped { [weak self, weak made] in // its pooled connections go with the loop
             made?.close()
             self?.loopClients.withLock { $0[key] = nil } // and the loop itself can go

@@ -13,12 +13,16 @@ public struct HTTPClientRequest: Sendable {
     public var url: String
     public var headers: [(String, String)]
     public var body: [UInt8]?
+    /// Whose request this is (a user's session, say), for a fair share of a host's
+    /// connections: see `HTTPClient.Configuration.maxConnectionsPerShare`. Nil: no share.
+    public var share: String?
 
-    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) {
+    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, share: String? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.share = share
     }
 }
 

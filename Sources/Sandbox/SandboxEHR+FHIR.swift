@@ -16,7 +16,11 @@ extension SandboxEHR {
 
     private func fhirResponse(_ request: Request) async -> Response {
         await state.record(ReceivedRequest(method: request.method, target: request.target, headers: request.headers.map { $0 }))
-        if let delay = await state.fhirDelay { try? await Task.sleep(for: delay) }
+        if let delay = await state.fhirDelay {
+            await state.delaying(true)
+            try? await Task.sleep(for: delay)
+            await state.delaying(false)
+        }
         if await state.fhirDown { return outcome(.serviceUnavailable, "transient", "The FHIR server is down (sandbox fail mode).") }
         guard let auth = request.headers["Authorization"], auth.hasPrefix("Bearer "),
               let token = await state.validAccessToken(String(auth.dropFirst(7))) else {

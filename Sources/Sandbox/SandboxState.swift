@@ -97,6 +97,9 @@ public actor SandboxState {
     public private(set) var fhirRequests = 0
     /// The last 100 of those requests, oldest first.
     public private(set) var recentFHIRRequests: [ReceivedRequest] = []
+    /// Of those requests, how many wait out the FHIR delay now, and at most at once.
+    public private(set) var delayedFHIRRequests = 0
+    public private(set) var peakDelayedFHIRRequests = 0
     /// Refresh tokens the token endpoint would still take (neither used up nor revoked).
     public var liveRefreshTokens: Int { refreshTokens.count }
     /// Access tokens the FHIR server would still take (neither expired nor revoked).
@@ -132,6 +135,12 @@ public actor SandboxState {
     public func denyNext() { denyNextAuthorization = true }
     /// Delays every FHIR response by `delay`, or not at all with nil.
     public func setFHIRDelay(_ delay: Duration?) { fhirDelay = delay }
+
+    /// A FHIR request starts (true) or ends (false) its delay.
+    func delaying(_ starts: Bool) {
+        delayedFHIRRequests += starts ? 1 : -1
+        peakDelayedFHIRRequests = max(peakDelayedFHIRRequests, delayedFHIRRequests)
+    }
     /// Makes the revocation endpoint wait `delay` before answering, or answer at once (nil).
     public func setRevocationDelay(_ delay: Duration?) { revocationDelay = delay }
     /// Makes the FHIR server answer 503 (an outage that still accepts connections).
@@ -151,7 +160,9 @@ public actor SandboxState {
     /// Registers (or replaces) a client.
     public func register(_ client: SandboxClient) { clients[client.id] = client }
     /// Zeroes the counters and forgets the recorded FHIR requests.
-    public func resetCounters() { refreshCount = 0; tokenRequests = 0; revocations = 0; fhirRequests = 0; recentFHIRRequests = [] }
+    public func resetCounters() {
+        refreshCount = 0; tokenRequests = 0; revocations = 0; fhirRequests = 0; recentFHIRRequests = []; peakDelayedFHIRRequests = 0
+    }
     /// The key IDs the JWKS publishes, the current signing key first.
     public var keyIDs: [String] { [signingKeyID] + retiredKeys.map(\.id) }
 

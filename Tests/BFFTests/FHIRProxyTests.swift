@@ -454,6 +454,28 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
+    @Test("one launch's many slow reads hold at most its share of the EHR's connections; another launch's read goes ahead of them")
+    func launchShareOfEHRConnections() async throws {
+        let h = try await BFFHarness.start(ehrConnections: (perHost: 6, perShare: 2))
+        defer { Task { await h.stop() } }
+        let busy = Browser(client: h.client), other = Browser(client: h.client)
+        let (_, busyLaunch) = try await h.standaloneLogin(busy)
+        let (_, otherLaunch) = try await h.standaloneLogin(other)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setFHIRDelay(.milliseconds(400))
+        let reads = (0..<8).map { _ in
+            Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
+        }
+        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
+        while await h.sandbox.state.delayedFHIRRequests < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await other.api(h.baseURL + "/fhir/Patient/pat-1", launch: otherLaunch).status == 200)
+        for read in reads { #expect(try await read.value == 200) }
+        // 2 of the busy launch's reads at the EHR at once, and the other launch's beside them:
+        // never the 6 the EHR's connections would allow.
+        #expect(await h.sandbox.state.peakDelayedFHIRRequests == 3)
+        #expect(await h.sandbox.state.fhirRequests == 9)
+    }
+
     @Test("a read still waiting on the EHR when smart-bff stops is in the audit trail")
     func auditOfReadInFlightAtShutdown() async throws {
         // The EHR never answers within the test, nor does the BFF time out first (a timeout

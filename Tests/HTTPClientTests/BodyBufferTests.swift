@@ -42,7 +42,9 @@ struct BodyBufferTests {
     private static func oneByteChunks(on loop: EventLoop) throws(HTTPClientError) -> Consumed {
         let shared = ClientShared(tls: TLSContext(verify: true, caCertificatesFile: nil), resolver: Resolver(),
                                   proxies: ProxySettings(configured: nil, environment: [:]))
-        let client = ClientLoop(loop: loop, configuration: HTTPClient.Configuration(), maxConnectionsPerHost: 1, shared: shared)
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 1
+        let client = ClientLoop(loop: loop, configuration: configuration, groupSize: 1, shared: shared)
         defer { client.close() }
         let exchange = try client.makeExchange(HTTPClientRequest(url: "http://127.0.0.1:9/"), streaming: true)
         var consumed = Consumed()

@@ -302,6 +302,53 @@ struct HTTPClientConnectionTests {
     }
 }
 
+/// How a host's connections are shared between requests of different `share`s.
+@Suite("HTTPClient: shares of a host's connections")
+struct HTTPClientShareTests {
+    /// Requests at the upstream now and at most, by share (the first path segment).
+    final class Busy: Sendable {
+        private let counts = Mutex<[String: (now: Int, peak: Int)]>([:])
+        func enter(_ share: String) { counts.withLock { var c = $0[share] ?? (0, 0); c.now += 1; c.peak = max(c.peak, c.now); $0[share] = c } }
+        func leave(_ share: String) { counts.withLock { $0[share]?.now -= 1 } }
+        func now(_ share: String) -> Int { counts.withLock { $0[share]?.now ?? 0 } }
+        func peak(_ share: String) -> Int { counts.withLock { $0[share]?.peak ?? 0 } }
+    }
+
+    @Test("one share's requests hold at most its share of the connections; another share's request goes ahead of its queue")
+    func oneShareCannotTakeEveryConnection() async throws {
+        let busy = Busy()
+        let release = Gate()
+        let server = try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                let share = String(request.target.dropFirst().prefix { $0 != "/" })
+                busy.enter(share)
+                if share == "slow" { _ = release.wait(seconds: 60) } // held until the test lets them go
+                busy.leave(share)
+                guard connection.write(HTTPClientConnectionTests.ok) else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 4
+        configuration.maxConnectionsPerShare = 2
+        // Without shares the quick request would wait for a connection the slow ones hold,
+        // and fail at this timeout.
+        configuration.readTimeout = .seconds(10)
+        let client = HTTPClient(configuration: configuration)
+        let slow = (0..<6).map { i in
+            Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow/\(i)", share: "user-1")) }
+        }
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit only
+        while busy.now("slow") < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let quick = try await client.execute(HTTPClientRequest(url: server.baseURL + "/quick", share: "user-2"))
+        #expect(quick.status == 200)
+        #expect(busy.now("slow") == 2, "user-1 holds its two connections, no more, while user-2 is answered")
+        release.open()
+        for task in slow { #expect(try await task.value.status == 200) }
+        #expect(busy.peak("slow") == 2)
+        #expect(server.requests.count == 7)
+    }
+}
+
 /// A number handed out once each (connection 0, 1, ...), shared with script threads.
 final class Numbering: Sendable {
     private let value = Atomic(0)

@@ -126,7 +126,10 @@ struct FHIRProxy: Sendable {
         if Task.isCancelled { throw CancellationError() }
         let started = ContinuousClock.now
         do {
-            let response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers))
+            // One launch's reads hold at most a share of the EHR's connections (16 of 64):
+            // one front end's many slow reads do not hold up everyone else's.
+            let response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers,
+                                                                            share: launch.idHash))
             services.metrics.recordUpstream(seconds: (ContinuousClock.now - started).seconds)
             services.upstreamFailures.answered(iss: iss, now: services.now())
             return response

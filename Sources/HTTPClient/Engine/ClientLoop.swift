@@ -9,6 +9,8 @@ final class HostPool {
     var open = 0
     /// Exchanges waiting for a connection, oldest first.
     var waiting: [Exchange] = []
+    /// Exchanges holding a connection (being set up, busy), by `Exchange.share`.
+    var busyByShare: [String: Int] = [:]
 }
 
 /// What an `HTTPClient`'s loops share: TLS context, resolver threads and proxy settings.
@@ -35,6 +37,7 @@ final class ClientLoop: @unchecked Sendable {
     let resolver: Resolver
     private let proxies: ProxySettings
     private let maxConnectionsPerHost: Int
+    private let maxConnectionsPerShare: Int
     let connectTimeout: Double
     let readTimeout: Double
     let stallTimeout: Double
@@ -48,13 +51,15 @@ final class ClientLoop: @unchecked Sendable {
     private var dispatching = false
     private var dispatchLater: [HostPool] = []
 
-    /// A client on `loop`. Call on the loop's thread, or before the loop starts.
-    init(loop: EventLoop, configuration: HTTPClient.Configuration, maxConnectionsPerHost: Int, shared: ClientShared) {
+    /// A client on `loop`, one of `groupSize` loops that share the configured connection
+    /// limits evenly (at least one connection each). Call on the loop's thread, or before the loop starts.
+    init(loop: EventLoop, configuration: HTTPClient.Configuration, groupSize: Int, shared: ClientShared) {
         self.loop = loop
         tls = shared.tls
         resolver = shared.resolver
         proxies = shared.proxies
-        self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
+        maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / max(1, groupSize))
+        maxConnectionsPerShare = max(1, configuration.maxConnectionsPerShare / max(1, groupSize))
         connectTimeout = Double(configuration.connectTimeout.nanoseconds) / 1e9
         readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9
         stallTimeout = Double(configuration.stallTimeout.nanoseconds) / 1e9
@@ -147,7 +152,8 @@ final class ClientLoop: @unchecked Sendable {
         defer { dispatching = false }
         var next: HostPool? = pool
         while let pool = next {
-            while let exchange = pool.waiting.first, !closed {
+            while let index = nextEligible(in: pool), !closed {
+                let exchange = pool.waiting[index]
                 // A retry goes on a new connection when it can: others may be as stale.
                 let preferNew = exchange.retried && pool.open < maxConnectionsPerHost
                 if !preferNew, let connection = pool.idle.popLast() {
@@ -156,10 +162,12 @@ final class ClientLoop: @unchecked Sendable {
                         pool.open -= 1
                         continue
                     }
-                    pool.waiting.removeFirst()
+                    pool.waiting.remove(at: index)
+                    takeShare(exchange, in: pool)
                     start(exchange, on: connection)
                 } else if pool.open < maxConnectionsPerHost {
-                    pool.waiting.removeFirst()
+                    pool.waiting.remove(at: index)
+                    takeShare(exchange, in: pool)
                     pool.open += 1
                     exchange.deadline = loop.now + connectTimeout
                     arm(exchange.deadline)
@@ -169,6 +177,29 @@ final class ClientLoop: @unchecked Sendable {
                 }
             }
             next = dispatchLater.popLast()
+        }
+    }
+
+    /// The first waiting exchange whose share is under its limit (nearly always the first).
+    private func nextEligible(in pool: HostPool) -> Int? {
+        if pool.busyByShare.isEmpty { return pool.waiting.isEmpty ? nil : 0 }
+        return pool.waiting.firstIndex { $0.share.map { pool.busyByShare[$0, default: 0] < maxConnectionsPerShare } ?? true }
+    }
+
+    private func takeShare(_ exchange: Exchange, in pool: HostPool) {
+        guard let share = exchange.share else { return }
+        pool.busyByShare[share, default: 0] += 1
+        exchange.holdsShare = true
+    }
+
+    /// `exchange` no longer holds a connection (ended, failed, or back in the queue).
+    private func releaseShare(_ exchange: Exchange, in pool: HostPool) {
+        guard exchange.holdsShare, let share = exchange.share else { return }
+        exchange.holdsShare = false
+        if let busy = pool.busyByShare[share], busy > 1 {
+            pool.busyByShare[share] = busy - 1
+        } else {
+            pool.busyByShare[share] = nil
         }
     }
 
@@ -189,6 +220,7 @@ final class ClientLoop: @unchecked Sendable {
     func exchangeCompleted(_ exchange: Exchange, on connection: UpstreamConnection, reusable: Bool) {
         active[ObjectIdentifier(exchange)] = nil
         let pool = connection.pool
+        releaseShare(exchange, in: pool)
         if reusable && !closed {
             connection.becameIdle(now: loop.now)
             pool.idle.append(connection)
@@ -204,6 +236,7 @@ final class ClientLoop: @unchecked Sendable {
     func connectionFailed(_ connection: UpstreamConnection, exchange: Exchange?, error: HTTPClientError) {
         connection.pool.open -= 1
         if let exchange {
+            releaseShare(exchange, in: connection.pool)
             active[ObjectIdentifier(exchange)] = nil
             exchange.finish(.failure(error))
         }
@@ -214,6 +247,7 @@ final class ClientLoop: @unchecked Sendable {
     func retry(_ exchange: Exchange, from connection: UpstreamConnection) {
         let pool = connection.pool
         pool.open -= 1
+        releaseShare(exchange, in: pool)
         exchange.retried = true
         exchange.connection = nil
         exchange.restart()
@@ -239,6 +273,7 @@ final class ClientLoop: @unchecked Sendable {
         if let connection = exchange.connection {
             connection.abandon()
             pool.open -= 1
+            releaseShare(exchange, in: pool)
         } else {
             pool.waiting.removeAll { $0 === exchange }
         }

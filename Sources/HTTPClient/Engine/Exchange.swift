@@ -15,6 +15,8 @@ final class Exchange: @unchecked Sendable {
     let proxy: ProxySettings.Proxy?
     /// The connections that may carry this request: same scheme, host, port and proxy.
     let poolKey: PoolKey
+    /// `HTTPClientRequest.share`.
+    let share: String?
     /// The request as it goes on the wire.
     let bytes: [UInt8]
     /// Safe to send again on a fresh connection when a reused one turned out to be closed
@@ -38,6 +40,8 @@ final class Exchange: @unchecked Sendable {
     var paused = false
     /// Already sent again once on a fresh connection.
     var retried = false
+    /// Counted in its pool's `busyByShare` (from leaving the queue until its connection is released).
+    var holdsShare = false
     /// The connection carrying (or being opened for) the exchange.
     var connection: UpstreamConnection?
     private(set) var finished = false
@@ -48,6 +52,7 @@ final class Exchange: @unchecked Sendable {
         self.url = url
         self.proxy = proxy
         poolKey = PoolKey(isSecure: url.isSecure, host: url.host, port: url.port, proxyHost: proxy?.host, proxyPort: proxy?.port ?? 0)
+        share = request.share
         bytes = request.encoded(for: url, absoluteForm: proxy != nil && !url.isSecure, proxyAuthorization: url.isSecure ? nil : proxy?.authorization)
         switch request.method {
         case "GET", "HEAD", "OPTIONS", "PUT", "DELETE": isIdempotent = true
