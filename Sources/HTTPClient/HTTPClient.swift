@@ -57,12 +57,13 @@ public final class HTTPClient: Sendable {
         /// this number evenly (at least one each), and the client's own thread (callers
         /// outside request handlers) has as many again. Default 64.
         public var maxConnectionsPerHost = 64
-        /// Of those, connections at most that requests of one `HTTPClientRequest.share` hold
-        /// at once (divided among event loops the same way); its further requests wait while
-        /// other shares' requests, and requests of none, go ahead in their place. So that
-        /// one user's many slow requests cannot take every connection to a host from all
-        /// the others. Default 16.
-        public var maxConnectionsPerShare = 16
+        /// Of those, connections that requests of any one `HTTPClientRequest.share` never
+        /// take: they stay for other shares' requests (and requests of none), so that one
+        /// user's many slow requests cannot take every connection to a host from all the
+        /// others. Divided among event loops like the host limit (at least one each, on a
+        /// loop with two or more connections); a share's further requests wait while others
+        /// go ahead in their place. Default 16: with the default 64, one share holds at most 48.
+        public var reservedConnectionsPerHost = 16
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
         /// Verify TLS certificates and host names. Default on.

@@ -8,6 +8,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     private enum Code: String, Sendable {
         case connectFailed = "connect failed"
         case timedOut = "timed out"
+        case shareBusy = "share of connections busy"
         case stalled = "reader stalled"
         case tls = "TLS failure"
         case malformedResponse = "malformed response"
@@ -31,6 +32,13 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     public static func connectFailed(_ message: String = "could not connect") -> Self { Self(.connectFailed, message) }
     /// The connect timeout passed, or no data arrived within the read timeout.
     public static func timedOut(_ message: String = "no data within the timeout") -> Self { Self(.timedOut, message) }
+    /// The request waited for a connection past its connect and read timeouts while its
+    /// share's own requests held every connection the share may (see
+    /// `HTTPClient.Configuration.reservedConnectionsPerHost`): nothing was sent; the caller's
+    /// share kept it waiting, not the upstream.
+    public static func shareBusy(_ message: String = "every connection this request's share may hold stayed busy") -> Self {
+        Self(.shareBusy, message)
+    }
     /// The response's reader was behind and took nothing for the stall timeout: its transfer
     /// was given up (the reader's doing, not the upstream's).
     public static func stalled(_ message: String = "the response's reader took nothing for longer than the stall timeout") -> Self {
@@ -57,6 +65,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
 
     public var isTimeout: Bool { code == .timedOut }
     public var isStalled: Bool { code == .stalled }
+    public var isShareBusy: Bool { code == .shareBusy }
     public var isConnectFailure: Bool { code == .connectFailed }
     public var isTLSFailure: Bool { code == .tls }
     public var isTruncated: Bool { code == .truncated }

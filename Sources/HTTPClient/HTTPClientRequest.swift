@@ -14,7 +14,7 @@ public struct HTTPClientRequest: Sendable {
     public var headers: [(String, String)]
     public var body: [UInt8]?
     /// Whose request this is (a user's session, say), for a fair share of a host's
-    /// connections: see `HTTPClient.Configuration.maxConnectionsPerShare`. Nil: no share.
+    /// connections: see `HTTPClient.Configuration.reservedConnectionsPerHost`. Nil: no share.
     public var share: String?
 
     public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, share: String? = nil) {

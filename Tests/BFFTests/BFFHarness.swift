@@ -32,7 +32,7 @@ final class BFFHarness: Sendable {
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
                       sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil, jwksMaxAge: Duration = .seconds(3600),
-                      ehrConnections: (perHost: Int, perShare: Int)? = nil,
+                      ehrConnections: (perHost: Int, reserved: Int)? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
         let ports = (0..<instances).map { _ in PortAllocator.next() }
@@ -81,7 +81,7 @@ final class BFFHarness: Sendable {
             options.http.stallTimeout = stallTimeout
             if let ehrConnections {
                 options.http.maxConnectionsPerHost = ehrConnections.perHost
-                options.http.maxConnectionsPerShare = ehrConnections.perShare
+                options.http.reservedConnectionsPerHost = ehrConnections.reserved
             }
             if let auditMaxPending { options.audit.maxPending = auditMaxPending }
             if let shutdownDeadline { options.shutdownDeadline = shutdownDeadline }

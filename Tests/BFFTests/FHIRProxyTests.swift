@@ -456,7 +456,7 @@ struct FHIRProxyTests {
 
     @Test("one launch's many slow reads hold at most its share of the EHR's connections; another launch's read goes ahead of them")
     func launchShareOfEHRConnections() async throws {
-        let h = try await BFFHarness.start(ehrConnections: (perHost: 6, perShare: 2))
+        let h = try await BFFHarness.start(ehrConnections: (perHost: 6, reserved: 4)) // one launch holds at most 2
         defer { Task { await h.stop() } }
         let busy = Browser(client: h.client), other = Browser(client: h.client)
         let (_, busyLaunch) = try await h.standaloneLogin(busy)

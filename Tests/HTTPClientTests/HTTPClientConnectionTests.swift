@@ -329,7 +329,7 @@ struct HTTPClientShareTests {
         }
         var configuration = HTTPClient.Configuration()
         configuration.maxConnectionsPerHost = 4
-        configuration.maxConnectionsPerShare = 2
+        configuration.reservedConnectionsPerHost = 2 // so one share holds at most 2
         // Without shares the quick request would wait for a connection the slow ones hold,
         // and fail at this timeout.
         configuration.readTimeout = .seconds(10)
@@ -346,6 +346,39 @@ struct HTTPClientShareTests {
         for task in slow { #expect(try await task.value.status == 200) }
         #expect(busy.peak("slow") == 2)
         #expect(server.requests.count == 7)
+    }
+
+    @Test("a request that waits past its timeouts because its own share holds every connection it may fails as shareBusy, unsent")
+    func waitingOnItsOwnShare() async throws {
+        let release = Gate()
+        let server = try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                guard request.target.hasPrefix("/slow") else {
+                    guard connection.write(HTTPClientConnectionTests.ok) else { return }
+                    continue
+                }
+                // Busy, but never silent for the read timeout: a byte every 200 ms until released.
+                guard connection.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") else { return }
+                while !release.wait(seconds: 0.2) { guard connection.write("1\r\nx\r\n") else { return } }
+                guard connection.write("0\r\n\r\n") else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 2
+        configuration.reservedConnectionsPerHost = 1 // one share holds at most 1
+        configuration.connectTimeout = .seconds(1)
+        configuration.readTimeout = .seconds(1) // a queued request gives up after 2 s
+        let client = HTTPClient(configuration: configuration)
+        let holding = Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow/1", share: "user-1")) }
+        while server.requests.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        var queuedError: HTTPClientError?
+        do { _ = try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow/2", share: "user-1")) } catch { queuedError = error }
+        #expect(queuedError?.isShareBusy == true, "\(String(describing: queuedError))")
+        // Another share's request has the reserved connection meanwhile.
+        #expect(try await client.execute(HTTPClientRequest(url: server.baseURL + "/quick", share: "user-2")).status == 200)
+        release.open()
+        #expect(try await holding.value.status == 200)
+        #expect(!server.requests.contains { $0.target == "/slow/2" }, "the queued request was never sent")
     }
 }
 

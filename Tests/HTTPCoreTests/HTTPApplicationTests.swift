@@ -14,6 +14,7 @@ struct HTTPApplicationTests {
         router.get("/items/:id") { r in .text("item " + (r.pathParameters["id"] ?? "")) }
         router.post("/items") { _ in .text("created", status: .created) }
         router.get("/boom") { _ in throw Secret() }
+        router.get("/stray-cancellation") { _ in throw CancellationError() }
         router.onImmediate("GET", "/boom-now") { _ in throw Secret() }
         router.get("/teapot") { _ in
             throw HTTPError(HTTPStatus(code: 418, reason: "I'm a teapot"), detail: "short and stout", headers: ["X-Pot": "1"])
@@ -72,6 +73,15 @@ struct HTTPApplicationTests {
             #expect(!Self.body(r).contains("tok-secret") && !Self.body(r).contains("Secret"))
             #expect(try Self.problem(r).status == 500)
         }
+    }
+
+    @Test("a CancellationError from a handler whose task was not cancelled is a 500, not the 499 of a client gone")
+    func strayCancellationIs500() async throws {
+        let r = await Self.app().respond(to: Request(method: "GET", target: "/stray-cancellation"))
+        #expect(r.status.code == 500)
+        let cancelled = Task { await Self.app().respond(to: Request(method: "GET", target: "/stray-cancellation")) }
+        cancelled.cancel()
+        #expect(await cancelled.value.status.code == 499)
     }
 
     @Test("an HTTPError is answered with its status, detail and headers")

@@ -25,6 +25,18 @@ struct ServerClientGoneLiveTests {
             seen.finished.increment()
             return Response(status: .ok, contentType: "text/plain", body: Array("waited".utf8))
         }
+        router.get("/wait-stream", cancelledWhenClientLeaves: true) { _ in
+            Response(status: .ok, headers: ["Content-Type": "text/plain"], body: .stream(length: nil) { writer in
+                try await writer.write(Array("first piece".utf8))
+                seen.started.increment()
+                do { try await Task.sleep(for: .seconds(10)) } catch {
+                    seen.cancelled.increment()
+                    throw error
+                }
+                seen.finished.increment()
+                try await writer.write(Array("second piece".utf8))
+            })
+        }
         router.get("/must-finish") { _ in
             seen.started.increment()
             for _ in 0..<10 { try? await Task.sleep(for: .milliseconds(100)) }
@@ -78,6 +90,16 @@ struct ServerClientGoneLiveTests {
         try await Self.withServer { server, seen in
             try await Self.leave(port: server.port, target: "/wait", seen: seen, reset: reset)
             #expect(await Self.eventually(within: 3) { seen.cancelled.current == 1 }, "handler not cancelled within 3 s")
+            #expect(seen.finished.current == 0)
+            #expect(await Self.eventually(within: 3) { server.inFlight.load(ordering: .relaxed) == 0 })
+        }
+    }
+
+    @Test("a client that closes while a cancellable route's body streams: the producer is cancelled at once")
+    func cancellableStream() async throws {
+        try await Self.withServer { server, seen in
+            try await Self.leave(port: server.port, target: "/wait-stream", seen: seen, reset: false)
+            #expect(await Self.eventually(within: 3) { seen.cancelled.current == 1 }, "producer not cancelled within 3 s")
             #expect(seen.finished.current == 0)
             #expect(await Self.eventually(within: 3) { server.inFlight.load(ordering: .relaxed) == 0 })
         }

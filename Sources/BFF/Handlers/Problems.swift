@@ -37,6 +37,14 @@ enum Problems {
                       + "follow the links in this launch's own Bundles.")
     }
 
+    /// The launch's own reads held every EHR connection it may use for longer than a read
+    /// may wait: this one was never sent.
+    static func tooManyReads() -> HTTPError {
+        HTTPError(.tooManyRequests, type: base + "too-many-reads", title: "Too many reads at once",
+                  detail: "This launch's other reads kept every connection to the EHR it may use busy for too long; "
+                      + "this one was not sent. Send fewer at once, or try again.")
+    }
+
     static func databaseUnavailable() -> HTTPError {
         HTTPError(.serviceUnavailable, type: base + "database-unavailable", title: "Session store unavailable",
                   detail: "The session store cannot be reached right now; the session is kept, try again.")

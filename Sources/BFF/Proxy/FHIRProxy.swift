@@ -125,15 +125,15 @@ struct FHIRProxy: Sendable {
         // The browser has gone (the route is cancelled when it leaves): nothing goes upstream.
         if Task.isCancelled { throw CancellationError() }
         let started = ContinuousClock.now
+        let response: HTTPClientStreamingResponse
         do {
-            // One launch's reads hold at most a share of the EHR's connections (16 of 64):
+            // One launch's reads never take the EHR connections kept for others (16 of 64):
             // one front end's many slow reads do not hold up everyone else's.
-            let response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers,
-                                                                            share: launch.idHash))
-            services.metrics.recordUpstream(seconds: (ContinuousClock.now - started).seconds)
-            services.upstreamFailures.answered(iss: iss, now: services.now())
-            return response
+            response = try await services.http.stream(HTTPClientRequest(method: request.method, url: url, headers: headers,
+                                                                        share: launch.idHash))
         } catch {
+            // Never sent: this launch's own reads kept it waiting, not the EHR.
+            if error.isShareBusy { throw Problems.tooManyReads() }
             auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer)(0)
             if Task.isCancelled { throw CancellationError() } // the browser went: no fault of the EHR's
             services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
@@ -141,6 +141,14 @@ struct FHIRProxy: Sendable {
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
+        services.metrics.recordUpstream(seconds: (ContinuousClock.now - started).seconds)
+        services.upstreamFailures.answered(iss: iss, now: services.now())
+        if Task.isCancelled { // the browser went as the head came: nothing more is read
+            response.body.cancel()
+            auditRecorder(request: request, launch: launch, target: target, status: response.status)(0)
+            throw CancellationError()
+        }
+        return response
     }
 
     /// The `kind` label under which `bff_upstream_errors_total` counts a failed request.
@@ -221,8 +229,9 @@ struct FHIRProxy: Sendable {
             } catch {
                 // The EHR's side failed, or, while a write to a browser that took nothing
                 // waited, its transfer was given up as stalled. (A write to a browser that has
-                // gone throws another error; a transfer still whole then is no failure.)
-                if let failure = error as? HTTPClientError ?? body.failure {
+                // gone throws another error, and a browser gone cancels this task: then a
+                // transfer cut short is no failure.)
+                if !Task.isCancelled, let failure = error as? HTTPClientError ?? body.failure {
                     services.metrics.recordUpstreamError(FHIRProxy.errorKind(failure))
                 }
                 body.cancel()

@@ -37,6 +37,8 @@ final class ClientLoop: @unchecked Sendable {
     let resolver: Resolver
     private let proxies: ProxySettings
     private let maxConnectionsPerHost: Int
+    /// What one share's requests may hold of a host's connections on this loop: all but
+    /// the reserved ones.
     private let maxConnectionsPerShare: Int
     let connectTimeout: Double
     let readTimeout: Double
@@ -59,7 +61,8 @@ final class ClientLoop: @unchecked Sendable {
         resolver = shared.resolver
         proxies = shared.proxies
         maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / max(1, groupSize))
-        maxConnectionsPerShare = max(1, configuration.maxConnectionsPerShare / max(1, groupSize))
+        let reserved = maxConnectionsPerHost < 2 ? 0 : max(1, configuration.reservedConnectionsPerHost / max(1, groupSize))
+        maxConnectionsPerShare = max(1, maxConnectionsPerHost - reserved)
         connectTimeout = Double(configuration.connectTimeout.nanoseconds) / 1e9
         readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9
         stallTimeout = Double(configuration.stallTimeout.nanoseconds) / 1e9
@@ -314,6 +317,11 @@ final class ClientLoop: @unchecked Sendable {
                 // next, learns at once, not after the megabyte the transfer can no longer complete.
                 exchange.bodyBuffer?.dropBuffered()
                 end(exchange, .stalled())
+                continue
+            }
+            if exchange.connection == nil, let share = exchange.share, let pool = pools[exchange.poolKey],
+               pool.busyByShare[share, default: 0] >= maxConnectionsPerShare {
+                end(exchange, .shareBusy())
                 continue
             }
             let reason = switch exchange.connection.map(\.isOpen) {

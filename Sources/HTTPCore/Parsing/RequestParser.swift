@@ -26,8 +26,8 @@ public enum ParseOutcome: Sendable {
 /// smugglers rely on instead of guessing: bare CR or LF, obs-fold, whitespace before the
 /// colon, control bytes, `Content-Length` with `Transfer-Encoding`, differing or malformed
 /// lengths, transfer codings other than a single final `chunked`, foreign absolute-form
-/// targets, CONNECT and protocol upgrades. Pure: it does no I/O, so it can be tested and
-/// fuzzed byte by byte.
+/// targets and CONNECT; a protocol upgrade is not refused but ends the connection after its
+/// request. Pure: it does no I/O, so it can be tested and fuzzed byte by byte.
 public struct RequestParser: Sendable {
     enum State: Sendable {
         case head

@@ -85,7 +85,7 @@ public final class HTTPApplication: Sendable {
     private func problem(for error: any Error, request: Request) -> Response {
         if let http = error as? HTTPError { return http.response }
         // Only a route that gives up on a client gone has its handler cancelled: no one to answer.
-        if error is CancellationError {
+        if error is CancellationError && Task.isCancelled {
             return HTTPError(.clientClosedRequest, detail: "The client closed the connection before the response.").response
         }
         if let mapped = mapError(error) {

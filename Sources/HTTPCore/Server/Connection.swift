@@ -54,8 +54,11 @@ final class Connection: @unchecked Sendable {
     /// kept past its producer's end must never write into a later response on this
     /// connection, which a load balancer may carry for another user.)
     private var streamWriter: StreamWriter?
-    /// The task answering the request in progress, when its route has it cancelled should
-    /// the client leave first (`Router.on(_:_:cancelledWhenClientLeaves:_:)`).
+    /// The request in progress is on a route that gives up on a client gone
+    /// (`Router.on(_:_:cancelledWhenClientLeaves:_:)`).
+    private var cancelledWhenClientLeaves = false
+    /// Then: the task answering it, or producing its streamed body, cancelled should the
+    /// client leave first.
     private var cancellableHandler: Task<Void, Never>?
     let remoteAddress: String
 
@@ -116,7 +119,7 @@ final class Connection: @unchecked Sendable {
             peerClosed = true
             if phase == .reading {
                 processInput()
-            } else if phase == .responding && cancellableHandler != nil {
+            } else if (phase == .responding || phase == .streaming) && cancellableHandler != nil {
                 clientLeft()
             } else {
                 updateInterest()
@@ -192,10 +195,12 @@ final class Connection: @unchecked Sendable {
         request.remoteAddress = remoteAddress
         phase = .responding
         let isHead = parsed.method == "HEAD"
+        cancelledWhenClientLeaves = false
         switch application.dispatch(request) {
         case let .ready(response):
             send(response, version: parsed.version, isHead: isHead)
         case let .pending(work, cancellable):
+            cancelledWhenClientLeaves = cancellable
             server.inFlight.add(1, ordering: .relaxed)
             let loop = self.loop
             let task = Task(executorPreference: loop) {
@@ -280,7 +285,7 @@ final class Connection: @unchecked Sendable {
         server.inFlight.add(1, ordering: .relaxed)
         flush()
         let loop = self.loop
-        Task(executorPreference: loop) {
+        let task = Task(executorPreference: loop) {
             let failed: Bool
             do { try await producer(writer); failed = false } catch { failed = true }
             loop.execute { [self] in
@@ -288,11 +293,13 @@ final class Connection: @unchecked Sendable {
                 endStream(writer: writer, failed: failed, framing: framing)
             }
         }
+        if cancelledWhenClientLeaves && phase == .streaming { cancellableHandler = task }
     }
 
     private func endStream(writer: StreamWriter, failed: Bool, framing: ResponseHead.Framing) {
         guard writer === streamWriter else { return }
         streamWriter = nil // (the writer holds the connection: no cycle is left behind)
+        cancellableHandler = nil
         guard phase == .streaming else { return }
         if failed {
             abort()
