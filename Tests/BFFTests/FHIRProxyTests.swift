@@ -255,6 +255,36 @@ struct FHIRProxyTests {
         #expect(metrics.contains("bff_upstream_errors_total{kind=\"timeout\"} 1"), "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
     }
 
+    @Test("a read kept waiting past its timeouts by its own launch's reads is 429, never sent, and not the EHR's failure")
+    func readKeptWaitingByItsOwnLaunch() async throws {
+        // The EHR answers /Patient/slow with a chunked head, then a byte every 200 ms for 20 s:
+        // busy, never silent for the read timeout.
+        let front = try RiggedEHRFront(path: "/fhir/Patient/slow", hold: 20, drip: Array("1\r\nx\r\n".utf8)) { _ in
+            Array("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        }
+        defer { front.shutdown() }
+        // One launch may hold 1 of the 2 connections; a read waits at most 5 s (connect) + 1 s (read).
+        let h = try await BFFHarness.start(readTimeout: .seconds(1), ehrConnections: (perHost: 2, reserved: 1),
+                                           sandbox: { $0.publicBaseURL = front.url })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        let busy = Browser(client: h.client), other = Browser(client: h.client)
+        let busyLaunch = try #require(try await h.standaloneLogin(busy).launch)
+        let otherLaunch = try #require(try await h.standaloneLogin(other).launch)
+        await h.sandbox.state.resetCounters()
+        let slow = Task { try? await busy.api(h.baseURL + "/fhir/Patient/slow", launch: busyLaunch) }
+        defer { slow.cancel() }
+        try await Task.sleep(for: .milliseconds(300)) // the slow read holds the launch's connection
+        let kept = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch) }
+        // Meanwhile another launch's read has the connection kept for others.
+        #expect(try await other.api(h.baseURL + "/fhir/Patient/pat-1", launch: otherLaunch).status == 200)
+        let page = try await kept.value
+        #expect(page.status == 429 && page.text.contains("too-many-reads"), "\(page.status): \(page.text)")
+        #expect(await h.sandbox.state.fhirRequests == 1, "only the other launch's read reached the sandbox")
+        let metrics = h.bff.services.metrics.render(activeSessions: nil, pool: nil, audit: h.bff.services.audit.status)
+        #expect(!metrics.contains("bff_upstream_errors_total{"), "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+    }
+
     @Test("a browser that takes nothing of a streamed body for the stall timeout loses that response and frees the EHR's connection; the metrics say stalled")
     func stalledBrowser() async throws {
         // The EHR's transfer is given up after 1 s; the browser's connection, whose writes

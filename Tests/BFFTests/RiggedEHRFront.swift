@@ -15,17 +15,20 @@ final class RiggedEHRFront: Sendable {
     private let path: String
     private let answer: @Sendable (_ method: String) -> [UInt8]
     private let hold: Double
+    private let drip: [UInt8]
     private let backendPort = Atomic<Int>(0)
 
     /// `http://127.0.0.1:<port>`.
     var url: String { "http://127.0.0.1:\(listener.port)" }
 
     /// `answer` gives the bytes sent for a request (GET or HEAD) whose target is `path`; the
-    /// connection then stays open, silent, for `hold` seconds (an EHR that stops sending).
-    init(path: String, hold: Double = 0, answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
+    /// connection then stays open for `hold` seconds, silent (an EHR that stops sending), or
+    /// sending `drip` every 200 ms (an EHR that is slow but alive).
+    init(path: String, hold: Double = 0, drip: [UInt8] = [], answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
         self.path = path
         self.answer = answer
         self.hold = hold
+        self.drip = drip
         listener = try ThreadedListener()
         listener.start { [self] client in serve(client) }
     }
@@ -41,7 +44,11 @@ final class RiggedEHRFront: Sendable {
         let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self).split(separator: " ")
         if requestLine.count == 3, requestLine[1] == path {
             _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]))[...])
-            if hold > 0 { Thread.sleep(forTimeInterval: hold) }
+            let end = Date().addingTimeInterval(hold)
+            while Date() < end {
+                Thread.sleep(forTimeInterval: drip.isEmpty ? hold : 0.2)
+                if !drip.isEmpty && !LoopbackSocket.sendAll(client, drip[...]) { return }
+            }
             return
         }
         guard let backend = try? LoopbackSocket.connect(port: backendPort.load(ordering: .acquiring)) else { return }
