@@ -95,6 +95,23 @@ struct ServerClientGoneLiveTests {
         }
     }
 
+    @Test("a client that pipelines a cancellable request behind another, then closes: it is cancelled when its turn comes, not run for its 10 s")
+    func closedBeforeItsTurn() async throws {
+        try await Self.withServer { server, seen in
+            let port = server.port
+            let first = try await runBlocking { () throws -> RawHTTPClient.RawResponse? in
+                let c = try RawHTTPClient(port: port, timeout: 10)
+                _ = c.send(get("/must-finish") + get("/wait"))
+                shutdown(c.fd, Int32(SHUT_WR)) // read while /must-finish works: /wait's turn comes after the close
+                defer { c.close() }
+                return c.readResponse()
+            }
+            #expect(first?.text == "finished") // a half-close still gets what was not given up
+            #expect(await Self.eventually(within: 3) { seen.cancelled.current == 1 }, "the pipelined handler not cancelled within 3 s")
+            #expect(seen.finished.current == 1)
+        }
+    }
+
     @Test("a client that closes while a cancellable route's body streams: the producer is cancelled at once")
     func cancellableStream() async throws {
         try await Self.withServer { server, seen in

@@ -60,6 +60,9 @@ final class Connection: @unchecked Sendable {
     /// Then: the task answering it, or producing its streamed body, cancelled should the
     /// client leave first.
     private var cancellableHandler: Task<Void, Never>?
+    /// The request in progress was given up before it started (its client had closed):
+    /// its answer is not sent, and the connection closes.
+    private var answerGoesNowhere = false
     let remoteAddress: String
 
     /// Output waiting for the socket beyond which a streaming producer waits, and pipelined
@@ -196,6 +199,7 @@ final class Connection: @unchecked Sendable {
         phase = .responding
         let isHead = parsed.method == "HEAD"
         cancelledWhenClientLeaves = false
+        answerGoesNowhere = false
         switch application.dispatch(request) {
         case let .ready(response):
             send(response, version: parsed.version, isHead: isHead)
@@ -213,7 +217,16 @@ final class Connection: @unchecked Sendable {
                     loop.execute { [self] in finish(with: response, version: parsed.version, isHead: isHead) }
                 }
             }
-            if cancellable { cancellableHandler = task } // the task starts on a later turn of this thread
+            guard cancellable else { return }
+            if peerClosed {
+                // The client closed before this request's turn came (it was pipelined behind
+                // another): given up at once. Its answer goes nowhere, and once the answers
+                // before it are written the connection closes.
+                task.cancel()
+                answerGoesNowhere = true
+            } else {
+                cancellableHandler = task // the task starts on a later turn of this thread
+            }
         }
     }
 
@@ -221,8 +234,12 @@ final class Connection: @unchecked Sendable {
     private func finish(with response: Response, version: HTTPVersion, isHead: Bool) {
         server.inFlight.subtract(1, ordering: .relaxed)
         cancellableHandler = nil
-        guard phase == .responding else {
+        guard phase == .responding, !answerGoesNowhere else {
             abandon(response.body)
+            if phase == .responding {
+                phase = .closing
+                flush()
+            }
             return
         }
         send(response, version: version, isHead: isHead)
