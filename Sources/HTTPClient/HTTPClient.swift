@@ -61,8 +61,9 @@ public final class HTTPClient: Sendable {
         /// take: they stay for other shares' requests (and requests of none), so that one
         /// user's many slow requests cannot take every connection to a host from all the
         /// others. Divided among event loops like the host limit (at least one each, on a
-        /// loop with two or more connections); a share's further requests wait while others
-        /// go ahead in their place. Default 16: with the default 64, one share holds at most 48.
+        /// loop with two or more connections; 0: none); a share's further requests wait while
+        /// others go ahead in their place. Default 16: with the default 64 on 2 loops, one
+        /// share holds at most 48.
         public var reservedConnectionsPerHost = 16
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20

@@ -37,6 +37,7 @@ struct ServerClientGoneLiveTests {
                 try await writer.write(Array("second piece".utf8))
             })
         }
+        router.onImmediate("GET", "/now") { _ in Response(status: .ok, contentType: "text/plain", body: Self.nowBody) }
         router.get("/must-finish") { _ in
             seen.started.increment()
             for _ in 0..<10 { try? await Task.sleep(for: .milliseconds(100)) }
@@ -46,6 +47,9 @@ struct ServerClientGoneLiveTests {
         }
         return router
     }
+
+    /// `/now`'s answer: 1 MiB, more than loopback's socket buffers take while the client waits.
+    static let nowBody = [UInt8](repeating: UInt8(ascii: "n"), count: 1 << 20)
 
     static func withServer(_ body: (HTTPServer, Seen) async throws -> Void) async throws {
         let seen = Seen()
@@ -109,6 +113,25 @@ struct ServerClientGoneLiveTests {
             #expect(first?.text == "finished") // a half-close still gets what was not given up
             #expect(await Self.eventually(within: 3) { seen.cancelled.current == 1 }, "the pipelined handler not cancelled within 3 s")
             #expect(seen.finished.current == 1)
+        }
+    }
+
+    @Test("a 1 MiB answer, then a cancellable request, then the client's close, all at once: the answer arrives whole, then a clean close")
+    func earlierAnswerSurvives() async throws {
+        try await Self.withServer { server, seen in
+            let port = server.port
+            let (first, rest) = try await runBlocking { () throws -> (RawHTTPClient.RawResponse?, [UInt8]) in
+                let c = try RawHTTPClient(port: port, timeout: 10)
+                _ = c.send(get("/now") + get("/wait"))
+                shutdown(c.fd, Int32(SHUT_WR))
+                Thread.sleep(forTimeInterval: 0.3) // the server reads the close while most of the answer waits to be sent
+                defer { c.close() }
+                return (c.readResponse(), c.readUntilClose(timeout: 5))
+            }
+            #expect(first?.body == Self.nowBody && first?.complete == true, "\(first?.body.count ?? -1) bytes")
+            #expect(rest.isEmpty, "bytes after the first answer")
+            #expect(await Self.eventually(within: 3) { seen.cancelled.current == 1 })
+            #expect(seen.finished.current == 0)
         }
     }
 

@@ -61,7 +61,8 @@ final class ClientLoop: @unchecked Sendable {
         resolver = shared.resolver
         proxies = shared.proxies
         maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / max(1, groupSize))
-        let reserved = maxConnectionsPerHost < 2 ? 0 : max(1, configuration.reservedConnectionsPerHost / max(1, groupSize))
+        let reserved = maxConnectionsPerHost < 2 || configuration.reservedConnectionsPerHost <= 0
+            ? 0 : max(1, configuration.reservedConnectionsPerHost / max(1, groupSize))
         maxConnectionsPerShare = max(1, maxConnectionsPerHost - reserved)
         connectTimeout = Double(configuration.connectTimeout.nanoseconds) / 1e9
         readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9

@@ -122,8 +122,15 @@ final class Connection: @unchecked Sendable {
             peerClosed = true
             if phase == .reading {
                 processInput()
-            } else if (phase == .responding || phase == .streaming) && cancellableHandler != nil {
-                clientLeft()
+            } else if phase == .responding, let handler = cancellableHandler {
+                // Given up; answers before it may still wait in `output` or the kernel: the
+                // connection closes once they are written (`finish`), not with a reset.
+                handler.cancel()
+                cancellableHandler = nil
+                answerGoesNowhere = true
+                updateInterest()
+            } else if phase == .streaming && cancellableHandler != nil {
+                clientLeft() // the stream cannot end whole now: a reset, as for any cut-off stream
             } else {
                 updateInterest()
             }
@@ -310,7 +317,10 @@ final class Connection: @unchecked Sendable {
                 endStream(writer: writer, failed: failed, framing: framing)
             }
         }
-        if cancelledWhenClientLeaves && phase == .streaming { cancellableHandler = task }
+        if cancelledWhenClientLeaves {
+            // (Only a client gone can have closed the connection during the flush above.)
+            if phase == .streaming { cancellableHandler = task } else if phase == .closed { task.cancel() }
+        }
     }
 
     private func endStream(writer: StreamWriter, failed: Bool, framing: ResponseHead.Framing) {
