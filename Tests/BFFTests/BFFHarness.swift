@@ -106,6 +106,13 @@ final class BFFHarness: Sendable {
         self.ehrTLS = ehrTLS
     }
 
+    /// Waits until `condition` holds of the sandbox's state, or 60 s pass (a no-hang limit
+    /// only: nothing is timed with it; the caller's expectation says whether it came).
+    func waitForSandbox(_ condition: (SandboxState) async -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while await !condition(sandbox.state), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
     func stop() async {
         for bff in bffs { await bff.shutdown(gracePeriod: .seconds(1)) }
         await sandbox.shutdown()

@@ -459,10 +459,10 @@ struct FHIRProxyTests {
         let cookie = browser.cookieValues.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
         let client = try RawHTTPClient(port: h.bff.port, timeout: 10)
         _ = client.send("GET /fhir/Patient/pat-1 HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: \(cookie)\r\nX-CSRF: 1\r\nX-BFF-Launch: \(launchID)\r\n\r\n")
-        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
-        while await h.sandbox.state.fhirRequests == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await h.waitForSandbox { await $0.fhirRequests > 0 }
         #expect(await h.sandbox.state.fhirRequests == 1, "the read reached the EHR")
         client.close() // as a browser does when a fetch is aborted: a FIN
+        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
 
         // Within seconds, not the EHR's 120 s: the access is in the audit trail (the EHR may
         // have read the data) and the request is counted as the client's closing.
@@ -496,8 +496,7 @@ struct FHIRProxyTests {
         let reads = (0..<8).map { _ in
             Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
         }
-        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
-        while await h.sandbox.state.delayedFHIRRequests < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await h.waitForSandbox { await $0.delayedFHIRRequests >= 2 }
         #expect(try await other.api(h.baseURL + "/fhir/Patient/pat-1", launch: otherLaunch).status == 200)
         for read in reads { #expect(try await read.value == 200) }
         // 2 of the busy launch's reads at the EHR at once, and the other launch's beside them:
@@ -517,8 +516,7 @@ struct FHIRProxyTests {
         await h.sandbox.state.resetCounters()
         await h.sandbox.state.setFHIRDelay(.seconds(120)) // the sandbox's stop ends it: no one waits for it
         let read = Task { try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch) }
-        let deadline = ContinuousClock.now + .seconds(60) // a no-hang limit only
-        while await h.sandbox.state.fhirRequests == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await h.waitForSandbox { await $0.fhirRequests > 0 }
         #expect(await h.sandbox.state.fhirRequests == 1, "the read reached the EHR")
         // The grace period ends long before the EHR answers.
         await h.bff.shutdown(gracePeriod: .milliseconds(100))
