@@ -34,11 +34,12 @@ extension PostgresSessionStore {
     /// transaction sets its own limits (`auditLimits`) in place of the server's: a
     /// `statement_timeout` set for every statement (a DBA's `100ms`) would cancel every `COPY`
     /// and hold the whole trail back.
-    public func appendAudit(streaming next: () async -> [AuditEntry]?) async throws {
+    public func appendAudit(lockWait: Duration, streaming next: () async -> [AuditEntry]?) async throws {
+        let limits = PostgresSessionStore.auditLimits(lockWait: lockWait)
         var sent: [AuditEntry] = []
         do {
             try await pool.withTransaction { connection in
-                try await connection.run { try $0.executeScript(PostgresSessionStore.auditLimits) }
+                try await connection.run { try $0.executeScript(limits) }
                 try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }
                 while let piece = await next() {
                     guard !piece.isEmpty else { continue }
@@ -50,17 +51,20 @@ extension PostgresSessionStore {
             }
         } catch let error as PostgresError where error.isRefusedValue {
             try await pool.withTransaction { [sent] connection in
-                try await connection.run { try $0.executeScript(PostgresSessionStore.auditLimits) }
+                try await connection.run { try $0.executeScript(limits) }
                 try await PostgresSessionStore.copyIsolatingRefused(sent[...], on: connection)
             }
         }
     }
 
     /// A streamed audit write's own limits: a minute for each statement (far beyond the
-    /// 200 ms a `COPY` stays open, and what a large backlog takes), and 5 s to wait for the
-    /// table's lock, so that a DBA's `VACUUM FULL` or `LOCK TABLE` makes the write fail and
-    /// retry rather than hold the writer (and a shutdown's flush) for its length.
-    static let auditLimits = "SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = '5s'"
+    /// 200 ms a `COPY` stays open, and what a large backlog takes), and `lockWait` (under the
+    /// minute) to wait for the table's lock, so that a DBA's `VACUUM FULL` or `LOCK TABLE`
+    /// makes the write fail and retry rather than hold the writer for its length.
+    static func auditLimits(lockWait: Duration) -> String {
+        let milliseconds = min(max(lockWait / .milliseconds(1), 1), 59_000)
+        return "SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = '\(Int(milliseconds))ms'"
+    }
 
     /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
     /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.

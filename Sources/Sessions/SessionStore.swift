@@ -84,8 +84,10 @@ public protocol SessionStore: Sendable {
     func appendAudit(_ entries: [AuditEntry]) async throws
     /// Appends audit entries as they come, all of them or none, like `appendAudit(_:)`: each
     /// piece `next` returns is sent to the database at once, and when it returns nil the
-    /// entries are committed. `next` may wait for entries before it returns.
-    func appendAudit(streaming next: () async -> [AuditEntry]?) async throws
+    /// entries are committed. `next` may wait for entries before it returns. A lock on the
+    /// trail held elsewhere (a DBA's `VACUUM FULL`) fails the write after `lockWait`, so that
+    /// the caller may retry rather than be held for the lock's length.
+    func appendAudit(lockWait: Duration, streaming next: () async -> [AuditEntry]?) async throws
     /// Calls `body` with the audit entries recorded (stored: `AuditEntry.recordedAt`) at or
     /// after `since` (nil: from the first) and before `until`, in the order recorded, at most
     /// `pageSize` at a time: the trail is never read whole. Each entry comes once, provided

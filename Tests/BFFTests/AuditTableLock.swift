@@ -31,6 +31,16 @@ final class AuditTableLock: Sendable {
         }
     }
 
+    /// How many sessions on the database of `url` wait for a lock on `audit_events` now.
+    static func waitingWrites(_ url: String) async throws -> Int {
+        let pool = PostgresStoreAdmin.pool(url)
+        defer { pool.close() }
+        return try await pool.query("""
+            SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+            WHERE d.datname = current_database() AND l.relation = 'audit_events'::regclass AND NOT l.granted
+            """)[0].int(0)
+    }
+
     /// Ends the lock's transaction (the table is free once this returns) and closes its pool.
     func release() async throws {
         released.increment()

@@ -30,7 +30,7 @@ final class BFFHarness: Sendable {
                       writeTimeout: Double = 30, proxyCacheSeconds: Int = 2,
                       refreshDeadline: Duration = .seconds(15),
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
-                      ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil,
+                      ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil, auditLockWait: Duration? = nil,
                       sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil, jwksMaxAge: Duration = .seconds(3600),
                       ehrConnections: (perHost: Int, reserved: Int)? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
@@ -84,6 +84,7 @@ final class BFFHarness: Sendable {
                 options.http.reservedConnectionsPerHost = ehrConnections.reserved
             }
             if let auditMaxPending { options.audit.maxPending = auditMaxPending }
+            if let auditLockWait { options.audit.lockWait = auditLockWait }
             if let shutdownDeadline { options.shutdownDeadline = shutdownDeadline }
             options.refreshDeadline = refreshDeadline
             options.sweepInterval = sweepInterval

@@ -69,10 +69,12 @@ struct MigratorTests {
             """)
         #expect(try old[0].int(0) == 1 && old[0].bool(1))
 
-        // Two pieces of one COPY, 300 ms apart: stamped apart.
+        // Two pieces of one COPY, sent 300 ms apart: stamped apart. The transaction's start
+        // would stamp both alike; the server may take up the first piece late on a busy
+        // machine, so the gap asked for is well under the 300 ms.
         let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
         var pieces = 0
-        try await store.appendAudit(streaming: {
+        try await store.appendAudit(lockWait: .seconds(5), streaming: {
             pieces += 1
             guard pieces <= 2 else { return nil }
             if pieces == 2 { try? await Task.sleep(for: .milliseconds(300)) }
@@ -82,7 +84,7 @@ struct MigratorTests {
         let new = try await pool.query("""
             SELECT extract(epoch from max(recorded_at) - min(recorded_at)) FROM audit_events WHERE path LIKE '/Patient/new-%'
             """)
-        #expect(try new[0].double(0) >= 0.3)
+        #expect(try new[0].double(0) >= 0.1)
         let index = try await pool.query("""
             SELECT am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
             WHERE i.indrelid = 'audit_events'::regclass AND c.relname = 'audit_events_recorded_at'

@@ -255,7 +255,7 @@ struct SessionStoreTests {
         }
         if streamed { // three pieces of one COPY: the refused entries are in the first and the third
             var pieces = [entries[0..<3], entries[3..<5], entries[5...]].map(Array.init).makeIterator()
-            try await db.store.appendAudit(streaming: { pieces.next() })
+            try await db.store.appendAudit(lockWait: .seconds(5), streaming: { pieces.next() })
         } else {
             try await db.store.appendAudit(entries)
         }

@@ -31,7 +31,7 @@ public enum AuditEventExport {
     /// that every entry before the bound is visible when the export reads.
     /// - The writer keeps a `COPY` open 200 ms (`AuditWriter.Timing.interval`), then commits
     ///   at once: a row is normally committed within about 200 ms of its stamp.
-    /// - The transaction's `statement_timeout` of 60 s (`PostgresSessionStore.auditLimits`)
+    /// - The transaction's `statement_timeout` of 60 s (`PostgresSessionStore.auditLimits(lockWait:)`)
     ///   cancels a `COPY` open longer (a backlog, a slow disk): its rows are rolled back and
     ///   written again later, with new stamps. So a committed row's `COPY` ended less than
     ///   60 s after its stamp.

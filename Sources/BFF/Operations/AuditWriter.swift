@@ -37,6 +37,10 @@ public final class AuditWriter: Sendable {
         /// database back after seconds (a failover, a migration's lock) gets the entries
         /// before the deadline.
         public var shutdownFirstRetry: Duration = .milliseconds(200)
+        /// How long a write waits for a lock on the trail held elsewhere (a DBA's `VACUUM
+        /// FULL`, a migration) before it fails and is retried: the writer, and a shutdown's
+        /// drain, are not held for the lock's length.
+        public var lockWait: Duration = .seconds(5)
         /// Entries recorded and not yet in the database at which `isBackedUp` turns true:
         /// about a minute of reads at 8 000 a second, some 100 MB.
         public var maxPending = 500_000
@@ -257,7 +261,7 @@ public final class AuditWriter: Sendable {
             }
             let opened = ContinuousClock.now
             do {
-                try await store.appendAudit(streaming: { await self.nextPiece(held: &held, opened: opened) })
+                try await store.appendAudit(lockWait: timing.lockWait, streaming: { await self.nextPiece(held: &held, opened: opened) })
                 let count = held.inCopy
                 held.commit()
                 written(count)
