@@ -274,7 +274,9 @@ struct FHIRProxyTests {
         await h.sandbox.state.resetCounters()
         let slow = Task { try? await busy.api(h.baseURL + "/fhir/Patient/slow", launch: busyLaunch) }
         defer { slow.cancel() }
-        try await Task.sleep(for: .milliseconds(300)) // the slow read holds the launch's connection
+        // Once the EHR answers it, the slow read holds the launch's connection.
+        let answered = ContinuousClock.now + .seconds(30) // a no-hang limit only
+        while front.answered == 0 && ContinuousClock.now < answered { try await Task.sleep(for: .milliseconds(20)) }
         let kept = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch) }
         // Meanwhile another launch's read has the connection kept for others.
         #expect(try await other.api(h.baseURL + "/fhir/Patient/pat-1", launch: otherLaunch).status == 200)

@@ -17,6 +17,10 @@ final class RiggedEHRFront: Sendable {
     private let hold: Double
     private let drip: [UInt8]
     private let backendPort = Atomic<Int>(0)
+    private let answers = Counter()
+
+    /// Requests for `path` answered so far (their answer's first bytes sent).
+    var answered: Int { answers.current }
 
     /// `http://127.0.0.1:<port>`.
     var url: String { "http://127.0.0.1:\(listener.port)" }
@@ -44,6 +48,7 @@ final class RiggedEHRFront: Sendable {
         let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self).split(separator: " ")
         if requestLine.count == 3, requestLine[1] == path {
             _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]))[...])
+            answers.increment()
             let end = Date().addingTimeInterval(hold)
             while Date() < end {
                 Thread.sleep(forTimeInterval: drip.isEmpty ? hold : 0.2)

@@ -147,11 +147,12 @@ struct HTTPClientStreamingTests {
     }
 
     /// A consumer that keeps reading, only slowly (a browser on a slow link, through the
-    /// proxy), is never stalled and gets the whole body. With an 8 s stall timeout it reads at
-    /// 64 KiB/s (after each piece it waits 1 s per 64 KiB the piece held): no gap between two
-    /// pieces comes near 8 s, even on a loaded machine that runs the consumer late, but
-    /// bringing a paused transfer's 1 MiB below ¼ MiB takes it some 12 s, so a stall timeout
-    /// counted from the pause (not from the last piece taken) would end the transfer. The body
+    /// proxy), is never stalled and gets the whole body. With a 12 s stall timeout it reads at
+    /// 48 KiB/s (after each piece, of at most 64 KiB, it waits 1 s per 48 KiB the piece held):
+    /// no gap between two pieces comes near 12 s, even on a loaded machine that runs the
+    /// consumer seconds late, but bringing a paused transfer's 1 MiB below ¼ MiB takes it some
+    /// 16 s, so a stall timeout counted from the pause (not from the last piece taken) would
+    /// end the transfer. The body
     /// follows its first kilobyte only once the consumer has taken that: a consumer task that
     /// a loaded machine has not run yet when 1 MiB is waiting for it would look, rightly,
     /// stalled.
@@ -172,7 +173,7 @@ struct HTTPClientStreamingTests {
             }
         }
         var configuration = HTTPClient.Configuration()
-        configuration.stallTimeout = .seconds(8)
+        configuration.stallTimeout = .seconds(12)
         let client = HTTPClient(configuration: configuration)
         let response = try await client.stream(HTTPClientRequest(url: server.baseURL + "/bundle"))
         #expect(response.status == 200)
@@ -181,7 +182,7 @@ struct HTTPClientStreamingTests {
             consuming.open()
             if !Self.matches(chunk, body, at: received) { intact = false }
             received += chunk.count
-            try await Task.sleep(for: .milliseconds(1000 * chunk.count / (64 << 10)))
+            try await Task.sleep(for: .milliseconds(1000 * chunk.count / (48 << 10)))
         }
         #expect(received == size)
         #expect(intact)
