@@ -263,8 +263,9 @@ struct FHIRProxyTests {
             Array("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
         }
         defer { front.shutdown() }
-        // One launch may hold 1 of the 2 connections; a read waits at most 5 s (connect) + 1 s (read).
-        let h = try await BFFHarness.start(readTimeout: .seconds(1), ehrConnections: (perHost: 2, reserved: 1),
+        // One launch may hold 1 of the 2 connections; a read waits at most 5 s (connect) + 3 s
+        // (read). The slow read, sent a byte every 200 ms, is never silent for 3 s.
+        let h = try await BFFHarness.start(readTimeout: .seconds(3), ehrConnections: (perHost: 2, reserved: 1),
                                            sandbox: { $0.publicBaseURL = front.url })
         defer { Task { await h.stop() } }
         front.forward(to: h.sandbox.port)

@@ -331,8 +331,10 @@ struct HTTPClientShareTests {
         configuration.maxConnectionsPerHost = 4
         configuration.reservedConnectionsPerHost = 2 // so one share holds at most 2
         // Without shares the quick request would wait for a connection the slow ones hold,
-        // and fail at this timeout.
-        configuration.readTimeout = .seconds(10)
+        // and fail at the connect and read timeouts (45 s, before the server lets the slow
+        // ones go at 60 s). A slow request waits for the others to reach the server and for
+        // the quick one: a loaded machine may take many seconds for that.
+        configuration.readTimeout = .seconds(40)
         let client = HTTPClient(configuration: configuration)
         let slow = (0..<6).map { i in
             Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow/\(i)", share: "user-1")) }
@@ -367,7 +369,9 @@ struct HTTPClientShareTests {
         configuration.maxConnectionsPerHost = 2
         configuration.reservedConnectionsPerHost = 1 // one share holds at most 1
         configuration.connectTimeout = .seconds(1)
-        configuration.readTimeout = .seconds(1) // a queued request gives up after 2 s
+        // A queued request gives up after 4 s; the busy one, sent a byte every 200 ms, is
+        // never silent that long, even run late on a loaded machine.
+        configuration.readTimeout = .seconds(3)
         let client = HTTPClient(configuration: configuration)
         let holding = Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow/1", share: "user-1")) }
         while server.requests.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
