@@ -38,7 +38,12 @@ public struct IDTokenValidator: Sendable {
 
     /// The claim rules on an already verified payload.
     public func checkClaims(_ c: JSONValue, issuer: String, clientID: String, nonce: String?) throws(JWTError) -> IDTokenClaims {
-        guard c["iss"]?.stringValue == issuer else { throw .claim("iss", "is not the issuer") }
+        guard let iss = c["iss"]?.stringValue, iss == issuer else {
+            // Signed by the issuer's key: a misnamed issuer (discovery's, or the registration's),
+            // which the operator fixes from what the log says the EHR sends.
+            let named = c["iss"]?.stringValue.map { "\"" + String($0.prefix(200)) + "\"" } ?? "missing"
+            throw .claim("iss", "is \(named), not the issuer \"\(issuer)\"")
+        }
         switch c["aud"] {
         case let .string(aud)?:
             guard aud == clientID else { throw .claim("aud", "is not the client id") }

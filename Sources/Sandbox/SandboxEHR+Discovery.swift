@@ -18,6 +18,7 @@ extension SandboxEHR {
                              "context-standalone-patient", "permission-offline", "permission-patient", "permission-v1",
                              "permission-v2", "sso-openid-connect"],
         ]
+        if options.idTokenIssuer != nil { config = config.removing("issuer") }
         if options.revocation { config = config.setting("revocation_endpoint", .string(baseURL + "/revoke")) }
         if options.issParameter { config = config.setting("authorization_response_iss_parameter_supported", true) }
         return config

@@ -46,6 +46,10 @@ public final class SandboxEHR: Sendable {
         public var fhirDown = false
         /// Fail mode: FHIR responses break off half-way through their declared body.
         public var closeMidBody = false
+        /// The `iss` of ID tokens (and of RFC 9207 authorization responses) when it is not the
+        /// FHIR base: then, as an Oracle Health tenant was reported to, discovery names no
+        /// `issuer` and `openid-configuration` is not found.
+        public var idTokenIssuer: String?
 
         /// The defaults above.
         public init() {}
@@ -62,7 +66,7 @@ public final class SandboxEHR: Sendable {
     /// The FHIR base URL (`iss`).
     public var fhirBaseURL: String { baseURL + "/fhir" }
     /// The ID tokens' issuer.
-    public var issuer: String { fhirBaseURL }
+    public var issuer: String { options.idTokenIssuer ?? fhirBaseURL }
     /// The bound port.
     public var port: Int { server.port }
 
@@ -111,7 +115,11 @@ public final class SandboxEHR: Sendable {
             return sandbox
         }
         router.get("/fhir/.well-known/smart-configuration") { _ in .json(try sandbox().smartConfiguration().bytes) }
-        router.get("/fhir/.well-known/openid-configuration") { _ in .json(try sandbox().openIDConfiguration().bytes) }
+        router.get("/fhir/.well-known/openid-configuration") { _ in
+            let s = try sandbox()
+            guard s.options.idTokenIssuer == nil else { throw HTTPError(.notFound, detail: "No OpenID discovery here.") }
+            return .json(s.openIDConfiguration().bytes)
+        }
         router.get("/fhir/metadata") { _ in let s = try sandbox(); return s.fhirJSON(s.capabilityStatement()) }
         router.get("/jwks") { _ in
             let s = try sandbox()

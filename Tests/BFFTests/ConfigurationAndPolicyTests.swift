@@ -75,7 +75,7 @@ struct ConfigurationAndPolicyTests {
         }
     }
 
-    @Test("BFF_ISSUERS_FILE: a member of the wrong type, or a private key no login could sign with, is refused at start, by entry")
+    @Test("BFF_ISSUERS_FILE: a member of the wrong type, an id_token_issuer that is no https URL, or a private key no login could sign with, is refused at start, by entry")
     func issuersFileMembers() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("issuers-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -95,9 +95,14 @@ struct ConfigurationAndPolicyTests {
         let iss = #""iss":"https://ehr.example/fhir","client_id":"app""#
         #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}") == [])
         #expect(problems("{\(iss),\"client_secret\":null}") == [])
+        #expect(problems("{\(iss),\"id_token_issuer\":\"https://authorization.example/tenants/t-1/\"}") == [])
         let refused = [
             "{\(iss),\"client_secret\":123}": #"entry 0: "client_secret" must be a string"#,
             "{\(iss),\"scope\":[\"openid\"]}": #"entry 0: "scope" must be a string"#,
+            "{\(iss),\"id_token_issuer\":7}": #"entry 0: "id_token_issuer" must be a string"#,
+            "{\(iss),\"id_token_issuer\":\"http://authorization.example/\"}": #"entry 0: "id_token_issuer" must be an https URL with no query or fragment"#,
+            "{\(iss),\"id_token_issuer\":\"https://authorization.example/?tenant=1\"}": #"entry 0: "id_token_issuer" must be an https URL with no query or fragment"#,
+            "{\(iss),\"id_token_issuer\":\"authorization.example\"}": #"entry 0: "id_token_issuer" must be an https URL with no query or fragment"#,
             "{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":7}": #"entry 0: "private_key_id" must be a string"#,
             "{\(iss),\"private_key_file\":\"\(p256)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(p256) holds no RSA or P-384 private key in PEM",
             "{\(iss),\"private_key_file\":\"\(brainpool)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(brainpool) holds no RSA or P-384 private key in PEM",

@@ -152,6 +152,32 @@ struct LaunchFlowTests {
         #expect(try await browser.request(stripped.string!).status == 400) // state already used, and iss is required
     }
 
+    @Test("an EHR whose discovery names no OpenID issuer and whose ID tokens name another (as an Oracle Health tenant was reported to): sign-in is 401 with the token's iss in the log line, and works once the registration's id_token_issuer names it, RFC 9207 iss included")
+    func idTokenIssuerFromTheRegistration() async throws {
+        let authorizationServer = "https://authorization.example.org/tenants/t-1/"
+        func start(naming issuer: String?, issParameter: Bool) async throws -> BFFHarness {
+            try await BFFHarness.start(registrations: { sandbox, _ in
+                var registration = IssuerRegistration(iss: sandbox.fhirBaseURL, clientID: "test-app")
+                registration.idTokenIssuer = issuer
+                return [registration]
+            }, sandbox: { $0.idTokenIssuer = authorizationServer; $0.issParameter = issParameter })
+        }
+        // Without it (and without RFC 9207's iss, which would fail first): the FHIR base is expected.
+        let unnamed = try await start(naming: nil, issParameter: false)
+        defer { Task { await unnamed.stop() } }
+        let refused = try await unnamed.standaloneLogin(Browser(client: unnamed.client))
+        #expect(refused.page.status == 401 && refused.launch == nil, "\(refused.page.status) \(refused.page.text)")
+        let line = unnamed.logs.captured.first { $0.contains("ID token rejected") } ?? ""
+        #expect(line.contains("tenants") && line.contains(unnamed.sandbox.fhirBaseURL.split(separator: ":").last!), "the log names the issuer sent and the one expected: \(line)")
+
+        let named = try await start(naming: authorizationServer, issParameter: true)
+        defer { Task { await named.stop() } }
+        let browser = Browser(client: named.client)
+        let (_, launch) = try await named.standaloneLogin(browser)
+        #expect(launch != nil)
+        #expect(try await browser.api(named.baseURL + "/session", launch: launch).status == 200)
+    }
+
     @Test("openid asked for (a nonce sent), but the token response narrows scope to leave it out and has no ID token: 401 id-token-rejected, no session")
     func idTokenRequiredWhenAskedFor() async throws {
         let h = try await BFFHarness.start()

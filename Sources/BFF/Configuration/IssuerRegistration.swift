@@ -13,6 +13,9 @@ public struct IssuerRegistration: Sendable {
     public var privateKeyPEM: Secret<String>?
     /// The `kid` under which the public key is published.
     public var privateKeyID: String?
+    /// The EHR's OpenID issuer (`iss` of its ID tokens and RFC 9207 authorization responses),
+    /// set for an EHR whose discovery names none or the wrong one. Nil: discovery's `issuer`.
+    public var idTokenIssuer: String?
 
     public init(iss: String, clientID: String, clientSecret: Secret<String>? = nil,
                 scope: String = "launch openid fhirUser patient/*.rs offline_access",
@@ -26,6 +29,10 @@ public struct IssuerRegistration: Sendable {
         self.privateKeyPEM = privateKeyPEM
         self.privateKeyID = privateKeyID
     }
+
+    /// The issuer ID tokens must name: `idTokenIssuer`, else the one discovery named
+    /// (`discovered`), else the FHIR base.
+    public func openIDIssuer(discovered: String?) -> String { idTokenIssuer ?? discovered ?? iss }
 
     /// `iss` compares without a trailing slash.
     public static func normalize(_ iss: String) -> String {

@@ -30,6 +30,14 @@ enum IssuersFile {
             if let secret = try string(item, "client_secret", at) { registration.clientSecret = Secret(secret) }
             if let scope = try string(item, "scope", at) { registration.scope = scope }
             if let scope = try string(item, "standalone_scope", at) { registration.standaloneScope = scope }
+            if let issuer = try string(item, "id_token_issuer", at) {
+                // OpenID Connect: an https URL (http here only on loopback, for development)
+                // with no query or fragment, compared with `iss` exactly as written.
+                guard URLPolicy.isUsableEndpoint(issuer), let parts = URLComponents(string: issuer), parts.query == nil, parts.fragment == nil else {
+                    throw Problem(message: "\(at): \"id_token_issuer\" must be an https URL with no query or fragment")
+                }
+                registration.idTokenIssuer = issuer
+            }
             if let keyFile = try string(item, "private_key_file", at) {
                 guard let kid = try string(item, "private_key_id", at), !kid.isEmpty else {
                     throw Problem(message: "\(at): \"private_key_id\" is required with \"private_key_file\"")

@@ -58,7 +58,7 @@ struct CallbackHandler: Sendable {
     /// RFC 9207: `iss` must be the authorization server's issuer when present, and must be
     /// present when the server says it sends it.
     private func checkIssuerParameter(_ iss: String?, configuration: SMARTConfiguration, registration: IssuerRegistration) throws {
-        let expected = configuration.issuer ?? registration.iss
+        let expected = registration.openIDIssuer(discovered: configuration.issuer)
         if let iss {
             guard IssuerRegistration.normalize(iss) == IssuerRegistration.normalize(expected) else {
                 throw Problems.badRequest("The authorization response came from another issuer (RFC 9207).", type: "issuer-mismatch")
@@ -84,7 +84,7 @@ struct CallbackHandler: Sendable {
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR publishes no JWKS.")
         }
         do {
-            let issuer = configuration.issuer ?? registration.iss
+            let issuer = registration.openIDIssuer(discovered: configuration.issuer)
             let claims = try await services.idTokens.validate(idToken, issuer: issuer,
                                                                clientID: registration.clientID, nonce: pending.nonce, jwksURL: jwksURL)
             if let failure = await services.jwks.fetchFailure(issuer: issuer) {
