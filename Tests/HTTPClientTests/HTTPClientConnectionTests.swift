@@ -350,6 +350,33 @@ struct HTTPClientShareTests {
         #expect(server.requests.count == 7)
     }
 
+    @Test("no reserve (0): one share may hold every connection of the host")
+    func noReserve() async throws {
+        let busy = Busy()
+        let release = Gate()
+        let server = try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                busy.enter("slow")
+                _ = release.wait(seconds: 60) // held until the test lets them go
+                busy.leave("slow")
+                guard connection.write(HTTPClientConnectionTests.ok) else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 3
+        configuration.reservedConnectionsPerHost = 0
+        configuration.readTimeout = .seconds(40) // far past the wait below, on a loaded machine too
+        let client = HTTPClient(configuration: configuration)
+        let slow = (0..<3).map { i in
+            Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow/\(i)", share: "user-1")) }
+        }
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit only
+        while busy.now("slow") < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(busy.now("slow") == 3, "the share's third request waited beside no free connection")
+        release.open()
+        for task in slow { #expect(try await task.value.status == 200) }
+    }
+
     @Test("a request that waits past its timeouts because its own share holds every connection it may fails as shareBusy, unsent")
     func waitingOnItsOwnShare() async throws {
         let release = Gate()
