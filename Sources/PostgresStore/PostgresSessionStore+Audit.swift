@@ -34,12 +34,16 @@ extension PostgresSessionStore {
     /// transaction sets its own limits (`auditLimits`) in place of the server's: a
     /// `statement_timeout` set for every statement (a DBA's `100ms`) would cancel every `COPY`
     /// and hold the whole trail back.
-    public func appendAudit(lockWait: Duration, streaming next: () async -> [AuditEntry]?) async throws {
+    ///
+    /// `batch` (16 random bytes) is stored with the rows (`audit_batches`), for
+    /// `settleAuditBatch(_:)`.
+    public func appendAudit(lockWait: Duration, batch: [UInt8], streaming next: () async -> [AuditEntry]?) async throws {
         let limits = PostgresSessionStore.auditLimits(lockWait: lockWait)
         var sent: [AuditEntry] = []
         do {
             try await pool.withTransaction { connection in
                 try await connection.run { try $0.executeScript(limits) }
+                try await connection.query("INSERT INTO audit_batches (id) VALUES (\(batch))")
                 try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }
                 while let piece = await next() {
                     guard !piece.isEmpty else { continue }
@@ -52,9 +56,17 @@ extension PostgresSessionStore {
         } catch let error as PostgresError where error.isRefusedValue {
             try await pool.withTransaction { [sent] connection in
                 try await connection.run { try $0.executeScript(limits) }
+                try await connection.query("INSERT INTO audit_batches (id) VALUES (\(batch))")
                 try await PostgresSessionStore.copyIsolatingRefused(sent[...], on: connection)
             }
         }
+    }
+
+    /// Whether the write of `batch` committed (true), or never will (false): the id is claimed,
+    /// in a transaction of its own, so that a commit of that write still under way is waited
+    /// for, and none can come later.
+    public func settleAuditBatch(_ batch: [UInt8]) async throws -> Bool {
+        try await pool.query("INSERT INTO audit_batches (id) VALUES (\(batch)) ON CONFLICT (id) DO NOTHING RETURNING 1").isEmpty
     }
 
     /// A streamed audit write's own limits: a minute for each statement (far beyond the

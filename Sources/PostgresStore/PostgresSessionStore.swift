@@ -294,7 +294,9 @@ public final class PostgresSessionStore: SessionStore {
             WITH p AS (DELETE FROM pending_authorizations WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  h AS (DELETE FROM handoff_codes WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  s AS (DELETE FROM sessions s WHERE expires_at <= to_timestamp(\(now))
-                         AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.session_hash = s.id_hash) RETURNING 1)
+                         AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.session_hash = s.id_hash) RETURNING 1),
+                 -- Audit write ids, long settled (on the database's clock, which stamped them).
+                 b AS (DELETE FROM audit_batches WHERE stored_at < now() - interval '7 days')
             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s)
             """)
         let expired = try rows.first?.int(0) ?? 0

@@ -86,8 +86,13 @@ public protocol SessionStore: Sendable {
     /// piece `next` returns is sent to the database at once, and when it returns nil the
     /// entries are committed. `next` may wait for entries before it returns. A lock on the
     /// trail held elsewhere (a DBA's `VACUUM FULL`) fails the write after `lockWait`, so that
-    /// the caller may retry rather than be held for the lock's length.
-    func appendAudit(lockWait: Duration, streaming next: () async -> [AuditEntry]?) async throws
+    /// the caller may retry rather than be held for the lock's length. `batch`, an id new
+    /// to this call, is stored with the entries (see `settleAuditBatch`).
+    func appendAudit(lockWait: Duration, batch: [UInt8], streaming next: () async -> [AuditEntry]?) async throws
+    /// After a streamed append that threw: whether its entries were stored all the same
+    /// (the answer to its commit was lost) or never will be. A caller that writes the
+    /// entries again only on false writes none twice.
+    func settleAuditBatch(_ batch: [UInt8]) async throws -> Bool
     /// Calls `body` with the audit entries recorded (stored: `AuditEntry.recordedAt`) at or
     /// after `since` (nil: from the first) and before `until`, in the order recorded, at most
     /// `pageSize` at a time: the trail is never read whole. Each entry comes once, provided

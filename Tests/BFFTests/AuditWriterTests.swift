@@ -152,6 +152,28 @@ struct AuditWriterTests {
         #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1"])
     }
 
+    @Test("a write whose COMMIT was carried out but whose answer was lost (the connection broke) is not written again: each entry once")
+    func lostCommitAnswerWritesNothingTwice() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        let relay = try CommitAnswerLoss(inFrontOf: database.url)
+        defer { relay.shutdown() }
+        let pool = ConnectionPool(url: relay.url)
+        defer { pool.close() }
+        let writer = Self.writer(PostgresSessionStore(pool: pool, tokenKey: database.tokenKey)) { $0.firstRetry = .milliseconds(50) }
+
+        writer.record(entry("/Patient/1"))
+        writer.record(entry("/Patient/2"))
+        await writer.flush() // gives up at the failure: the writer saw its connection break
+        #expect(relay.answerLost && writer.status.failedWrites == 1, "\(writer.status)")
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit only
+        while writer.status.pending > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+
+        #expect(writer.status.pending == 0 && writer.status.written == 2, "\(writer.status)")
+        let stored = try await database.store.auditEntries(since: nil).map(\.pathAndQuery)
+        #expect(stored == ["/Patient/1", "/Patient/2"], "written twice, or lost: \(stored)")
+    }
+
     @Test("a backlog of more than a batch, left by failed writes, is written whole and each entry once, once the database is back")
     func backlogIsWrittenWhole() async throws {
         let database = try await TestDatabase.make(poolSize: 2)

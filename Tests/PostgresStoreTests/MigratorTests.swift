@@ -63,7 +63,7 @@ struct MigratorTests {
             INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
             SELECT now() - n * interval '1 day', 'h', 'i', 's', 'GET', '/Patient/' || n, 200, n FROM generate_series(1, 3) AS n
             """)
-        #expect(try await all.migrate(pool) == [4, 5])
+        #expect(try await all.migrate(pool) == [4, 5, 6])
         let old = try await pool.query("""
             SELECT count(DISTINCT recorded_at), bool_and(recorded_at = (SELECT applied_at FROM schema_migrations WHERE version = 4)) FROM audit_events
             """)
@@ -74,7 +74,7 @@ struct MigratorTests {
         // machine, so the gap asked for is well under the 300 ms.
         let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
         var pieces = 0
-        try await store.appendAudit(lockWait: .seconds(5), streaming: {
+        try await store.appendAudit(lockWait: .seconds(5), batch: SecureRandom.bytes(16), streaming: {
             pieces += 1
             guard pieces <= 2 else { return nil }
             if pieces == 2 { try? await Task.sleep(for: .milliseconds(300)) }

@@ -1,3 +1,4 @@
+import Cryptography
 import Foundation
 import Logging
 import Sessions
@@ -247,8 +248,13 @@ public final class AuditWriter: Sendable {
 
     /// One `COPY` after another while entries are waiting; a failed one is retried after a
     /// pause. Ends when the buffer is empty.
+    ///
+    /// A `COPY` that failed may have been stored all the same: its commit's answer can be lost
+    /// with the connection. So before its entries are sent again, the store says whether its
+    /// batch is in (`settleAuditBatch`); until it can say, nothing else is written.
     private func writeLoop() async {
         var held = Held()
+        var unsettled: [UInt8]?
         while true {
             let done = state.withLock { state -> [CheckedContinuation<Void, Never>]? in
                 guard (held.isEmpty && state.buffer.isEmpty) || state.stopped else { return nil }
@@ -259,14 +265,30 @@ public final class AuditWriter: Sendable {
                 for waiter in done { waiter.resume() }
                 return
             }
+            if let batch = unsettled {
+                do {
+                    if try await store.settleAuditBatch(batch) {
+                        let count = held.inCopy
+                        held.commit()
+                        written(count)
+                    } else {
+                        held.rewind()
+                    }
+                    unsettled = nil
+                } catch {
+                    await pause(failed(), retry: true)
+                }
+                continue
+            }
             let opened = ContinuousClock.now
+            let batch = SecureRandom.bytes(16)
             do {
-                try await store.appendAudit(lockWait: timing.lockWait, streaming: { await self.nextPiece(held: &held, opened: opened) })
+                try await store.appendAudit(lockWait: timing.lockWait, batch: batch, streaming: { await self.nextPiece(held: &held, opened: opened) })
                 let count = held.inCopy
                 held.commit()
                 written(count)
             } catch {
-                held.rewind()
+                if held.inCopy > 0 { unsettled = batch } // nothing sent: nothing to settle
                 await pause(failed(), retry: true)
             }
         }
