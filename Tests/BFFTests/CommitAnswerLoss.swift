@@ -1,3 +1,4 @@
+import BFFTesting
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -59,12 +60,12 @@ final class CommitAnswerLoss: Sendable {
             defer { close() }
             // The startup message has no type byte: a length, then the rest.
             guard let length = CommitAnswerLoss.read(client, 4), let rest = CommitAnswerLoss.read(client, CommitAnswerLoss.int32(length) - 4),
-                  CommitAnswerLoss.write(server, length + rest) else { return }
+                  LoopbackSocket.sendAll(server, (length + rest)[...]) else { return }
             while let head = CommitAnswerLoss.read(client, 5), let body = CommitAnswerLoss.read(client, CommitAnswerLoss.int32(Array(head[1...])) - 4) {
                 if head[0] == UInt8(ascii: "Q"), body.starts(with: Array("COMMIT".utf8)), armed.exchange(false, ordering: .acquiringAndReleasing) {
                     dropAnswer.store(true, ordering: .releasing) // before the server can answer
                 }
-                guard CommitAnswerLoss.write(server, head + body) else { return }
+                guard LoopbackSocket.sendAll(server, (head + body)[...]) else { return }
             }
         }
         Thread.detachNewThread { [self] in
@@ -79,7 +80,7 @@ final class CommitAnswerLoss: Sendable {
                     lost.store(true, ordering: .releasing)
                     return
                 }
-                guard CommitAnswerLoss.write(client, Array(buffer[..<n])) else { return }
+                guard LoopbackSocket.sendAll(client, buffer[..<n]) else { return }
             }
         }
     }
@@ -101,17 +102,6 @@ final class CommitAnswerLoss: Sendable {
         return bytes
     }
 
-    private static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            sent += n
-        }
-        return true
-    }
-
     private struct SocketError: Error { let call: String; let code: Int32 }
 
     private static func address(_ path: String) -> sockaddr_un {
@@ -125,25 +115,27 @@ final class CommitAnswerLoss: Sendable {
         return address
     }
 
+    /// A listening socket at `path`.
     private static func listen(at path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SocketError(call: "socket", code: errno) }
-        var address = address(path)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, Glibc.listen(fd, 16) == 0 else { let code = errno; Glibc.close(fd); throw SocketError(call: "bind/listen", code: code) }
+        let fd = try unixSocket(path) { fd, address, size in bind(fd, address, size) }
+        guard Glibc.listen(fd, 16) == 0 else { let code = errno; Glibc.close(fd); throw SocketError(call: "listen", code: code) }
         return fd
     }
 
+    /// A socket connected to the one at `path`.
     private static func connect(to path: String) throws -> Int32 {
+        try unixSocket(path) { fd, address, size in Glibc.connect(fd, address, size) }
+    }
+
+    /// A new Unix socket, and `call` (bind or connect) of it with the address of `path`.
+    private static func unixSocket(_ path: String, _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SocketError(call: "socket", code: errno) }
         var address = address(path)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard connected == 0 else { let code = errno; Glibc.close(fd); throw SocketError(call: "connect", code: code) }
+        guard result == 0 else { let code = errno; Glibc.close(fd); throw SocketError(call: path, code: code) }
         return fd
     }
 }
