@@ -38,7 +38,7 @@ public struct IDTokenValidator: Sendable {
 
     /// The claim rules on an already verified payload.
     public func checkClaims(_ c: JSONValue, issuer: String, clientID: String, nonce: String?) throws(JWTError) -> IDTokenClaims {
-        guard let iss = c["iss"]?.stringValue, iss == issuer else {
+        guard c["iss"]?.stringValue == issuer else {
             // Signed by the issuer's key: a misnamed issuer (discovery's, or the registration's),
             // which the operator fixes from what the log says the EHR sends.
             let named = c["iss"]?.stringValue.map { "\"" + String($0.prefix(200)) + "\"" } ?? "missing"
