@@ -355,7 +355,7 @@ struct HTTPClientShareTests {
         let busy = Busy()
         let release = Gate()
         let server = try ScriptedServer { connection in
-            while let request = connection.readRequest() {
+            while connection.readRequest() != nil {
                 busy.enter("slow")
                 _ = release.wait(seconds: 60) // held until the test lets them go
                 busy.leave("slow")
