@@ -235,7 +235,9 @@ struct RefreshTests {
 
     @Test("invalid_grant answers 401 at once, while the session's other grants are revoked at an EHR that takes its time")
     func invalidGrantDoesNotWaitForRevocations() async throws {
-        let h = try await BFFHarness.start(refreshDeadline: .seconds(3))
+        // A read that waited for the revocations (40 s) would answer 503 at the refresh
+        // deadline (15 s); the refresh itself has all that time, on a loaded machine too.
+        let h = try await BFFHarness.start(refreshDeadline: .seconds(15))
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, first) = try await h.standaloneLogin(browser)
@@ -243,7 +245,7 @@ struct RefreshTests {
         #expect(first != nil && second != nil)
         await h.sandbox.state.expireAccessTokens()
         await h.sandbox.state.setRefreshError("invalid_grant")
-        await h.sandbox.state.setRevocationDelay(.seconds(6))
+        await h.sandbox.state.setRevocationDelay(.seconds(40))
         let page = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first)
         #expect(page.status == 401 && page.text.contains("session-ended"), "\(page.status): \(page.text)")
         #expect(try await browser.api(h.baseURL + "/session", launch: second).status == 401)
