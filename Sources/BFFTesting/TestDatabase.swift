@@ -1,6 +1,7 @@
 import Cryptography
 import Foundation
 import PostgresStore
+import Synchronization
 
 /// Paths inside the repository, for tests.
 public enum RepositoryPaths {
@@ -10,6 +11,10 @@ public enum RepositoryPaths {
 }
 
 /// A fresh, migrated database on the shared test cluster, with a pool and a store on it.
+///
+/// Each is a copy of one database migrated once per test process: every suite starts at
+/// once, and migrating each database anew (a few dozen DDL statements) made PostgreSQL the
+/// busiest process of a test run, holding back the tests that wait on it.
 public struct TestDatabase: Sendable {
     public let url: String
     public let pool: ConnectionPool
@@ -22,13 +27,34 @@ public struct TestDatabase: Sendable {
         // loaded. A connection to the local cluster took over 3 s (the pool's default connect
         // timeout) at the busiest moments of a parallel run on a slow machine. In the URL, so
         // that it also holds for the pools smart-bff instances under test make from it.
-        let url = try await cluster.createDatabase() + "&connect_timeout=30"
+        let url = try await cluster.createDatabase(template: try await migratedTemplate(on: cluster)) + "&connect_timeout=30"
         var configuration = ConnectionPool.Configuration()
         configuration.size = poolSize
         configuration.acquireTimeout = .seconds(30)
         let pool = ConnectionPool(url: url, configuration: configuration)
-        try await Migrator(directory: RepositoryPaths.migrations).migrate(pool)
+        try await Migrator(directory: RepositoryPaths.migrations).migrate(pool) // nothing left to apply, as in service after a start
         let key = try AESGCMKey(bytes: SecureRandom.bytes(32))
         return TestDatabase(url: url, pool: pool, store: PostgresSessionStore(pool: pool, tokenKey: key), tokenKey: key)
     }
+
+    /// The name of the migrated database `make` copies, made on first use; nothing stays
+    /// connected to it (a template must have no other sessions).
+    private static func migratedTemplate(on cluster: PostgresCluster) async throws -> String {
+        let task = template.withLock { made in
+            if let made { return made }
+            let task = Task<String, any Error> {
+                let name = "t_migrated_template"
+                let pool = ConnectionPool(url: try await cluster.createDatabase(name: name) + "&connect_timeout=30")
+                defer { pool.close() }
+                try await Migrator(directory: RepositoryPaths.migrations).migrate(pool)
+                return name
+            }
+            made = task
+            return task
+        }
+        return try await task.value
+    }
+
+    /// The one template of this process's shared cluster.
+    private static let template = Mutex<Task<String, any Error>?>(nil)
 }

@@ -17,9 +17,10 @@ public final class EmbeddedPostgres: Sendable {
     var dataDirectory: String { directory.appendingPathComponent("data").path }
     var logFile: String { directory.appendingPathComponent("postgres.log").path }
 
-    /// Creates and starts a cluster in a new temporary folder.
-    public static func start(prefix: String = "smart-bff-pg", maxConnections: Int = 200) throws -> EmbeddedPostgres {
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+    /// Creates and starts a cluster in a new folder in `parent` (the temporary folder).
+    public static func start(prefix: String = "smart-bff-pg", maxConnections: Int = 200,
+                             in parent: URL = URL(fileURLWithPath: NSTemporaryDirectory())) throws -> EmbeddedPostgres {
+        let directory = parent.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
         let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000), maxConnections: maxConnections)
         do {
             // Its owner's alone: trust authentication lets whoever reaches the socket in as
