@@ -24,14 +24,16 @@ enum LiveRoutes {
             return Response(status: .ok, headers: ["Content-Type": "application/octet-stream"], body: .stream(length: nil) { writer in
                 for i in 0..<pieces {
                     if let failAfter, i == failAfter { struct ProducerFailed: Error {}; throw ProducerFailed() }
-                    try await writer.write((i * piece..<(i + 1) * piece).map(streamByte))
+                    try await writer.write(Array(expectedStream[i * piece..<(i + 1) * piece]))
                 }
             })
         }
         return router
     }()
 
-    static var expectedStream: [UInt8] { (0..<pieces * piece).map(streamByte) }
+    /// The whole streamed body, made once: 4 MiB made anew for every use held a thread of
+    /// the test run's two-thread task pool for seconds in a debug build.
+    static let expectedStream: [UInt8] = (0..<pieces * piece).map(streamByte)
 }
 
 /// Starts a server with `LiveRoutes`, runs `body`, then shuts the server down (also on failure).
