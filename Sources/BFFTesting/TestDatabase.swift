@@ -37,22 +37,27 @@ public struct TestDatabase: Sendable {
         return TestDatabase(url: url, pool: pool, store: PostgresSessionStore(pool: pool, tokenKey: key), tokenKey: key)
     }
 
-    /// The name of the migrated database `make` copies, made on first use; nothing stays
-    /// connected to it (a template must have no other sessions).
+    /// The name of the migrated database `make` copies, made on first use (and again after a
+    /// failed attempt); nothing stays connected to it (a template must have no other sessions).
     private static func migratedTemplate(on cluster: PostgresCluster) async throws -> String {
         let task = template.withLock { made in
             if let made { return made }
             let task = Task<String, any Error> {
-                let name = "t_migrated_template"
-                let pool = ConnectionPool(url: try await cluster.createDatabase(name: name) + "&connect_timeout=30")
+                let url = try await cluster.createDatabase() + "&connect_timeout=30"
+                let pool = ConnectionPool(url: url)
                 defer { pool.close() }
                 try await Migrator(directory: RepositoryPaths.migrations).migrate(pool)
-                return name
+                return String(url[url.range(of: ":///")!.upperBound..<url.firstIndex(of: "?")!])
             }
             made = task
             return task
         }
-        return try await task.value
+        do {
+            return try await task.value
+        } catch {
+            template.withLock { if $0 == task { $0 = nil } }
+            throw error
+        }
     }
 
     /// The one template of this process's shared cluster.
