@@ -19,15 +19,6 @@ struct HTTPClientStreamingTests {
         return body
     }
 
-    /// True if `chunk` equals `expected` at `offset`. One memcmp: a byte-by-byte loop over
-    /// megabytes in a debug build holds a thread of the concurrency pool (two threads on a
-    /// two-core machine) for a second or more, which stalls every other test in the process.
-    static func matches(_ chunk: [UInt8], _ expected: [UInt8], at offset: Int) -> Bool {
-        guard offset + chunk.count <= expected.count else { return false }
-        guard !chunk.isEmpty else { return true }
-        return chunk.withUnsafeBytes { c in expected.withUnsafeBytes { e in memcmp(c.baseAddress!, e.baseAddress! + offset, c.count) == 0 } }
-    }
-
     @Test func headArrivesBeforeTheBodyIsSent() async throws {
         let gate = Gate()
         let serverWaited = Gate()
@@ -71,7 +62,7 @@ struct HTTPClientStreamingTests {
         var received = 0, pieces = 0, largest = 0, intact = true
         for try await chunk in response.body {
             if pieces == 0 { gate.open() }
-            if !Self.matches(chunk, body, at: received) { intact = false }
+            if !chunk.isSlice(of: body, at: received) { intact = false }
             received += chunk.count
             pieces += 1
             largest = max(largest, chunk.count)
@@ -180,7 +171,7 @@ struct HTTPClientStreamingTests {
         var received = 0, intact = true
         for try await chunk in response.body {
             consuming.open()
-            if !Self.matches(chunk, body, at: received) { intact = false }
+            if !chunk.isSlice(of: body, at: received) { intact = false }
             received += chunk.count
             try await Task.sleep(for: .milliseconds(1000 * chunk.count / (48 << 10)))
         }
