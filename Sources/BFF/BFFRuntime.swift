@@ -123,7 +123,9 @@ public final class BFFRuntime: Sendable {
     /// token would be lost with the pool) and write the audit entries still buffered,
     /// retrying while the database refuses them (a failover, a migration's lock), until the
     /// deadline; and close the pool. Entries still unwritten then are lost with the process:
-    /// an error line says how many (a count, never what they hold).
+    /// an error line says how many (a count, never what they hold). Those of a write whose
+    /// commit got no answer get a line of their own, with the batch id that says whether
+    /// they are stored after all.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         let deadline = ContinuousClock.now + shutdownDeadline
         refresher.beginStopping() // no refresh sends a request the drain below would not wait for
@@ -134,10 +136,15 @@ public final class BFFRuntime: Sendable {
         await services.audit.drain(until: max(deadline, ContinuousClock.now + .seconds(1)))
         await refreshes
         services.audit.stop()
-        let unwritten = services.audit.status.pending
-        if unwritten > 0 {
+        let audit = services.audit.status
+        if audit.pending > audit.unsettledEntries {
             services.logger.error("audit entries lost at shutdown: the database did not take them", metadata: [
-                "audit.entries": .stringConvertible(unwritten),
+                "audit.entries": .stringConvertible(audit.pending - audit.unsettledEntries),
+            ])
+        }
+        if let batch = audit.unsettledBatch {
+            services.logger.error("audit entries perhaps lost at shutdown: their write's commit got no answer; they are stored if audit_batches holds the batch", metadata: [
+                "audit.entries": .stringConvertible(audit.unsettledEntries), "audit.batch": .string(batch),
             ])
         }
         pool.close()

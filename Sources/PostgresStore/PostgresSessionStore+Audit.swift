@@ -36,12 +36,12 @@ extension PostgresSessionStore {
     /// and hold the whole trail back.
     ///
     /// `batch` (16 random bytes) is stored with the rows (`audit_batches`), for
-    /// `settleAuditBatch(_:)`.
+    /// `settleAuditBatch(_:)`. A `COMMIT` left unanswered throws `AuditCommitUnanswered`.
     public func appendAudit(lockWait: Duration, batch: [UInt8], streaming next: () async -> [AuditEntry]?) async throws {
         let limits = PostgresSessionStore.auditLimits(lockWait: lockWait)
         var sent: [AuditEntry] = []
         do {
-            try await pool.withTransaction { connection in
+            try await pool.withTransaction(commitUnanswered: { AuditCommitUnanswered(cause: $0) }) { connection in
                 try await connection.run { try $0.executeScript(limits) }
                 try await connection.query("INSERT INTO audit_batches (id) VALUES (\(batch))")
                 try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }

@@ -87,11 +87,13 @@ public protocol SessionStore: Sendable {
     /// entries are committed. `next` may wait for entries before it returns. A lock on the
     /// trail held elsewhere (a DBA's `VACUUM FULL`) fails the write after `lockWait`, so that
     /// the caller may retry rather than be held for the lock's length. `batch`, an id new
-    /// to this call, is stored with the entries (see `settleAuditBatch`).
+    /// to this call, is stored with the entries (see `settleAuditBatch`). It throws
+    /// `AuditCommitUnanswered` when the commit was sent and its answer lost: then, and only
+    /// then, the entries may be stored all the same.
     func appendAudit(lockWait: Duration, batch: [UInt8], streaming next: () async -> [AuditEntry]?) async throws
-    /// After a streamed append that threw: whether its entries were stored all the same
-    /// (the answer to its commit was lost) or never will be. A caller that writes the
-    /// entries again only on false writes none twice.
+    /// After a streamed append that threw `AuditCommitUnanswered`: whether its entries were
+    /// stored all the same or never will be. A caller that writes the entries again only on
+    /// false writes none twice.
     func settleAuditBatch(_ batch: [UInt8]) async throws -> Bool
     /// Calls `body` with the audit entries recorded (stored: `AuditEntry.recordedAt`) at or
     /// after `since` (nil: from the first) and before `until`, in the order recorded, at most

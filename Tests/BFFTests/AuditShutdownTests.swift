@@ -80,4 +80,36 @@ struct AuditShutdownTests {
         #expect(entries?.stringValue.flatMap(Int.init) ?? entries?.intValue ?? 0 >= 1, "\(lost)")
         try await PostgresStoreAdmin.bringBack(h.database.url)
     }
+
+    @Test("a stop after a write whose commit got no answer, with the database away since: a line of its own says those entries may be stored, and the batch id there says they are")
+    func unsettledWriteAtShutdown() async throws {
+        let h = try await BFFHarness.start(proxyCacheSeconds: 300, shutdownDeadline: .seconds(2), commitAnswerLoss: (armed: false, awayAfterLoss: true))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        await h.bff.services.audit.flush()
+        let relay = try #require(h.commitAnswerLoss)
+        relay.arm()
+        // From the cache: the read needs no database. Its entry's COPY commits, the answer is
+        // lost, and the database is away from then on.
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch).status == 200)
+        let lost = ContinuousClock.now + .seconds(60) // a no-hang limit only
+        while h.bff.services.audit.status.unsettledEntries == 0 && ContinuousClock.now < lost { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(relay.answerLost)
+
+        await h.bff.shutdown(gracePeriod: .milliseconds(100))
+
+        let lines = h.logs.captured
+        #expect(!lines.contains { $0.contains("audit entries lost at shutdown") }, "\(lines.suffix(3))")
+        let perhaps = try #require(lines.first { $0.contains("audit entries perhaps lost at shutdown") }, "\(lines.suffix(3))")
+        let line = try JSONParser.parse(Array(perhaps.utf8))
+        let entries = line["audit.entries"]
+        #expect((entries?.stringValue.flatMap(Int.init) ?? entries?.intValue) == 1, "\(perhaps)")
+        let batch = try #require(line["audit.batch"]?.stringValue)
+        // What an operator checks: the batch is there, so the entry is, once.
+        let found = try await h.database.pool.query("SELECT count(*) FROM audit_batches WHERE encode(id, 'hex') = \(batch)")[0].int(0)
+        #expect(found == 1, "batch \(batch)")
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/pat-1", "/Observation?patient=pat-1"])
+    }
 }

@@ -20,6 +20,8 @@ final class BFFHarness: Sendable {
     let client: HTTPClient
     /// The TLS front of the sandbox EHR, when it is reached over https.
     let ehrTLS: TLSTestServer?
+    /// The relay the instances reach the database through, when a test loses a commit's answer.
+    let commitAnswerLoss: CommitAnswerLoss?
 
     var bff: BFFRuntime { bffs[0] }
     var baseURL: String { "http://127.0.0.1:\(bff.port)" }
@@ -33,8 +35,10 @@ final class BFFHarness: Sendable {
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil, auditLockWait: Duration? = nil,
                       sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil, jwksMaxAge: Duration = .seconds(3600),
                       ehrConnections: (perHost: Int, reserved: Int)? = nil,
+                      commitAnswerLoss: (armed: Bool, awayAfterLoss: Bool)? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
         let database = try await TestDatabase.make(poolSize: 4)
+        let relay = try commitAnswerLoss.map { try CommitAnswerLoss(inFrontOf: database.url, armed: $0.armed, awayAfterLoss: $0.awayAfterLoss) }
         let ports = (0..<instances).map { _ in PortAllocator.next() }
         var sandboxOptions = SandboxEHR.Options()
         sandboxOptions.port = 0
@@ -63,7 +67,7 @@ final class BFFHarness: Sendable {
             let publicURL = "http://127.0.0.1:\(port)"
             let keys = index < tokenKeys.count ? tokenKeys[index] : (key: sharedKey, fallbacks: [])
             let configuration = BFFConfiguration(
-                listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(database.url),
+                listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(relay?.url ?? database.url),
                 issuers: registrations(sandbox, ports), tokenKey: Secret(keys.key), tokenKeyFallbacks: Secret(keys.fallbacks),
                 returnOrigins: [publicURL] + returnOrigins, logLevel: "debug", proxyCacheSeconds: proxyCacheSeconds,
                 tlsCAFile: bffTrustsTestCA ? caFile : nil)
@@ -94,17 +98,18 @@ final class BFFHarness: Sendable {
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.caCertificatesFile = caFile
         return BFFHarness(sandbox: sandbox, bffs: bffs, database: database, logs: logs,
-                          client: HTTPClient(configuration: clientConfiguration), ehrTLS: ehrTLS)
+                          client: HTTPClient(configuration: clientConfiguration), ehrTLS: ehrTLS, commitAnswerLoss: relay)
     }
 
     private init(sandbox: SandboxEHR, bffs: [BFFRuntime], database: TestDatabase, logs: LogSink,
-                 client: HTTPClient, ehrTLS: TLSTestServer?) {
+                 client: HTTPClient, ehrTLS: TLSTestServer?, commitAnswerLoss: CommitAnswerLoss?) {
         self.sandbox = sandbox
         self.bffs = bffs
         self.database = database
         self.logs = logs
         self.client = client
         self.ehrTLS = ehrTLS
+        self.commitAnswerLoss = commitAnswerLoss
     }
 
     /// Waits until `condition` holds of the sandbox's state, or 60 s pass (a no-hang limit
@@ -118,6 +123,7 @@ final class BFFHarness: Sendable {
         for bff in bffs { await bff.shutdown(gracePeriod: .seconds(1)) }
         await sandbox.shutdown()
         ehrTLS?.shutdown()
+        commitAnswerLoss?.shutdown()
         database.pool.close()
     }
 }

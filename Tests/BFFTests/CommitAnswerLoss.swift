@@ -15,14 +15,24 @@ final class CommitAnswerLoss: Sendable {
     let url: String
     private let listener: Int32
     private let directory: String
-    private let armed = Atomic(true)
+    private let armed: Atomic<Bool>
     /// Set once a `COMMIT`'s answer has been thrown away.
     private let lost = Atomic(false)
+    /// With it, the loss cuts every relayed connection and lets no new one through.
+    private let awayAfterLoss: Bool
+    /// Both sockets of every connection being relayed (closed under this lock).
+    private let relayed = Mutex<[Int32]>([])
+    private let shut = Atomic(false)
 
     var answerLost: Bool { lost.load(ordering: .acquiring) }
 
-    /// Relays to the server of `url` (`postgresql:///DB?host=<folder>&port=N…`).
-    init(inFrontOf url: String) throws {
+    /// Relays to the server of `url` (`postgresql:///DB?host=<folder>&port=N…`). Loses the
+    /// first `COMMIT`'s answer, or, unless `armed`, the first after `arm()`. With
+    /// `awayAfterLoss`, the database is away from that moment on, for every connection
+    /// through the relay (a failover at the worst moment).
+    init(inFrontOf url: String, armed: Bool = true, awayAfterLoss: Bool = false) throws {
+        self.armed = Atomic(armed)
+        self.awayAfterLoss = awayAfterLoss
         let parts = URLComponents(string: url)!
         let host = parts.queryItems!.first { $0.name == "host" }!.value!
         let port = parts.queryItems!.first { $0.name == "port" }!.value!
@@ -41,20 +51,36 @@ final class CommitAnswerLoss: Sendable {
         }
     }
 
+    /// Loses the next `COMMIT`'s answer.
+    func arm() { armed.store(true, ordering: .releasing) }
+
     /// Stops accepting; connections already relayed run until either side closes.
     func shutdown() {
+        guard !shut.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Glibc.shutdown(listener, Int32(SHUT_RDWR))
         Glibc.close(listener)
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// Stops accepting, and cuts every connection being relayed.
+    private func goAway() {
+        shutdown()
+        relayed.withLock { fds in for fd in fds { Glibc.shutdown(fd, Int32(SHUT_RDWR)) } }
+    }
+
     private func relay(_ client: Int32, _ server: Int32) {
         let dropAnswer = Atomic(false)
         let closed = Atomic(0)
-        let close = { @Sendable in
+        relayed.withLock { $0 += [client, server] }
+        let close = { @Sendable [self] in
             Glibc.shutdown(client, Int32(SHUT_RDWR))
             Glibc.shutdown(server, Int32(SHUT_RDWR))
-            if closed.add(1, ordering: .acquiringAndReleasing).newValue == 2 { Glibc.close(client); Glibc.close(server) }
+            guard closed.add(1, ordering: .acquiringAndReleasing).newValue == 2 else { return }
+            relayed.withLock { fds in
+                fds.removeAll { $0 == client || $0 == server }
+                Glibc.close(client)
+                Glibc.close(server)
+            }
         }
         Thread.detachNewThread { [self] in
             defer { close() }
@@ -78,6 +104,7 @@ final class CommitAnswerLoss: Sendable {
                 // answer): what comes now is its answer, so the commit is done.
                 if dropAnswer.load(ordering: .acquiring) {
                     lost.store(true, ordering: .releasing)
+                    if awayAfterLoss { goAway() }
                     return
                 }
                 guard LoopbackSocket.sendAll(client, buffer[..<n]) else { return }

@@ -59,6 +59,11 @@ public final class AuditWriter: Sendable {
         public var written: Int
         /// Writes that failed (each kept its entries for a retry).
         public var failedWrites: Int
+        /// Of `pending`, the entries of a write whose commit got no answer: they may be
+        /// stored. `unsettledBatch` (hex) is in the `audit_batches` table if they are; the
+        /// writer asks the database before it sends them again.
+        public var unsettledEntries = 0
+        public var unsettledBatch: String?
     }
 
     private struct FlushWaiter {
@@ -79,6 +84,8 @@ public final class AuditWriter: Sendable {
         var writing = 0
         var written = 0
         var failedWrites = 0
+        /// The write whose commit got no answer, until the database says whether it landed.
+        var unsettled: (batch: [UInt8], entries: Int)?
         /// Writes failed in a row.
         var failures = 0
         /// The writer task exists: writing, or pausing between pieces or before a retry.
@@ -160,7 +167,10 @@ public final class AuditWriter: Sendable {
     }
 
     public var status: Status {
-        state.withLock { Status(pending: $0.buffer.count + $0.writing, written: $0.written, failedWrites: $0.failedWrites) }
+        state.withLock { state in
+            Status(pending: state.buffer.count + state.writing, written: state.written, failedWrites: state.failedWrites,
+                   unsettledEntries: state.unsettled?.entries ?? 0, unsettledBatch: state.unsettled.map { Identifier.hex($0.batch) })
+        }
     }
 
     /// True while `maxPending` entries wait for the database: reads should be refused until
@@ -249,12 +259,12 @@ public final class AuditWriter: Sendable {
     /// One `COPY` after another while entries are waiting; a failed one is retried after a
     /// pause. Ends when the buffer is empty.
     ///
-    /// A `COPY` that failed may have been stored all the same: its commit's answer can be lost
-    /// with the connection. So before its entries are sent again, the store says whether its
-    /// batch is in (`settleAuditBatch`); until it can say, nothing else is written.
+    /// A `COPY` whose commit got no answer (`AuditCommitUnanswered`: the connection broke)
+    /// may have been stored all the same. So before its entries are sent again, the store
+    /// says whether its batch is in (`settleAuditBatch`); until it can say, nothing else is
+    /// written. Any other failure rolled the `COPY` back.
     private func writeLoop() async {
         var held = Held()
-        var unsettled: [UInt8]?
         while true {
             let done = state.withLock { state -> [CheckedContinuation<Void, Never>]? in
                 guard (held.isEmpty && state.buffer.isEmpty) || state.stopped else { return nil }
@@ -265,7 +275,7 @@ public final class AuditWriter: Sendable {
                 for waiter in done { waiter.resume() }
                 return
             }
-            if let batch = unsettled {
+            if let batch = state.withLock({ $0.unsettled?.batch }) {
                 do {
                     if try await store.settleAuditBatch(batch) {
                         let count = held.inCopy
@@ -274,7 +284,7 @@ public final class AuditWriter: Sendable {
                     } else {
                         held.rewind()
                     }
-                    unsettled = nil
+                    state.withLock { $0.unsettled = nil }
                 } catch {
                     await pause(failed(), retry: true)
                 }
@@ -288,7 +298,11 @@ public final class AuditWriter: Sendable {
                 held.commit()
                 written(count)
             } catch {
-                if held.inCopy > 0 { unsettled = batch } // nothing sent: nothing to settle
+                if error is AuditCommitUnanswered && held.inCopy > 0 {
+                    state.withLock { [count = held.inCopy] in $0.unsettled = (batch, count) }
+                } else {
+                    held.rewind() // rolled back: what it sent goes again, first
+                }
                 await pause(failed(), retry: true)
             }
         }

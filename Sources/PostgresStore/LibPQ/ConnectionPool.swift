@@ -81,8 +81,12 @@ public final class ConnectionPool: Sendable {
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    ///
+    /// A `COMMIT` whose answer never came (`PostgresError.leavesCommitUnknown`) may have
+    /// landed; such a failure is thrown as `commitUnanswered(error)` when given.
     @discardableResult
-    public func withTransaction<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
+    public func withTransaction<T: Sendable>(commitUnanswered: ((PostgresError) -> any Error)? = nil,
+                                             _ body: (PooledConnection) async throws -> T) async throws -> T {
         try await withConnection { connection in
             try await connection.run { try $0.executeScript("BEGIN") }
             let value: T
@@ -92,7 +96,11 @@ public final class ConnectionPool: Sendable {
                 try? await connection.run { try $0.executeScript("ROLLBACK") }
                 throw error
             }
-            try await connection.run { try $0.executeScript("COMMIT") }
+            do {
+                try await connection.run { try $0.executeScript("COMMIT") }
+            } catch let error as PostgresError where error.leavesCommitUnknown {
+                throw commitUnanswered?(error) ?? error
+            }
             return value
         }
     }

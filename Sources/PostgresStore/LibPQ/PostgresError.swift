@@ -71,6 +71,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var isUniqueViolation: Bool { sqlState == "23505" }
     /// A lock wait or a statement ended by `lock_timeout` (55P03) or `statement_timeout` (57014).
     public var isLockTimeout: Bool { sqlState == "55P03" || sqlState == "57014" }
+    /// A `COMMIT` failed this way, and may have landed all the same: the connection broke
+    /// (or the server went away) before the answer came. Any other failed `COMMIT` was
+    /// refused by the server, and its transaction rolled back.
+    public var leavesCommitUnknown: Bool { isConnectionFailure || isServerGone }
     /// SQLSTATE class 08 (connection exception) or 57P01-57P03 (server shutting down or restarting).
     var isServerGone: Bool {
         guard let sqlState else { return false }
