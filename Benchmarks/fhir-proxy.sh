@@ -47,14 +47,7 @@ if [ -n "${TLS:-}" ]; then
   PROXY_PASS="proxy_pass https://fhir_tls; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/ca.pem; proxy_ssl_name localhost; proxy_ssl_session_reuse on;"
   export BFF_TLS_CA_FILE=$WORK/ca.pem CURL_CA_BUNDLE=$WORK/ca.pem
 fi
-python3 - "$WORK/patient.json" <<'PY'
-import json, sys
-p = {"resourceType": "Patient", "id": "bench", "meta": {"versionId": "1", "lastUpdated": "2026-11-01T09:00:00Z"},
-     "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">" + "Benchmark patient " * 60 + "</div>"},
-     "name": [{"use": "official", "family": "Bench", "given": ["Mark"]}], "gender": "other", "birthDate": "1970-01-01"}
-open(sys.argv[1], "w").write(json.dumps(p))
-PY
-chmod 755 "$WORK"; chmod 644 "$WORK/patient.json"   # nginx workers read it
+write_bench_patient "$WORK/patient.json"
 echo "upstream body: $(wc -c < "$WORK/patient.json") bytes"
 cat > "$WORK/nginx.conf" <<NGINX
 worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
@@ -85,16 +78,7 @@ if [ -n "${COMPARE_BINARY:-}" ]; then
     env ${COMPARE_ENV:-} "$COMPARE_BINARY" serve 2>"$WORK/alt.log" & PIDS+=($!); ALT_PID=$!
   wait_for_port $ALT_PORT; WHO="bff alt nginx direct"
 fi
-# Sign in (standalone launch) with curl.
-JAR=$WORK/cookies
-auth=$(curl -s -o /dev/null -w '%{redirect_url}' -c "$JAR" "http://127.0.0.1:$BFF_PORT/login")
-approve=$(curl -s "$auth" | grep -o 'href="/authorize/approve[^"]*pat-1"' | head -1 | sed 's/^href="//; s/"$//; s/&amp;/\&/g')
-callback=$(curl -s -o /dev/null -w '%{redirect_url}' "$EHR$approve")
-final=$(curl -s -o /dev/null -w '%{redirect_url}' -b "$JAR" -c "$JAR" "$callback")
-LAUNCH=${final##*bff_launch=}
-COOKIE=$(awk '$6 == "bff_session" {print "bff_session=" $7}' "$JAR")
-check=$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench")
-[ "$check" = 200 ] || { echo "login failed ($check) launch=$LAUNCH cookie=${COOKIE:0:20}"; curl -s -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench"; echo; echo "$auth" | head -c 300; echo; echo "$callback" | head -c 200; exit 1; }
+sign_in "$BFF_PORT" "$EHR"
 cat > "$WORK/headers.lua" <<LUA
 wrk.headers["Cookie"] = "$COOKIE"
 wrk.headers["X-CSRF"] = "1"

@@ -81,3 +81,31 @@ wrk_run() {
 }
 
 median() { sort -n | awk '{ a[NR]=$1 } END { if (a[1] !~ /^[0-9.]+$/) print a[1]; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
+
+# Signs in through smart-bff on port $1 (a standalone launch against the sandbox EHR at $2,
+# approving patient pat-1) with curl; sets COOKIE ("bff_session=…") and LAUNCH, and checks
+# that GET /fhir/Patient/bench answers 200 with them.
+sign_in() {
+  local port=$1 ehr=$2 jar=$WORK/cookies auth approve callback final check
+  auth=$(curl -s -o /dev/null -w '%{redirect_url}' -c "$jar" "http://127.0.0.1:$port/login")
+  approve=$(curl -s "$auth" | grep -o 'href="/authorize/approve[^"]*pat-1"' | head -1 | sed 's/^href="//; s/"$//; s/&amp;/\&/g')
+  callback=$(curl -s -o /dev/null -w '%{redirect_url}' "$ehr$approve")
+  final=$(curl -s -o /dev/null -w '%{redirect_url}' -b "$jar" -c "$jar" "$callback")
+  LAUNCH=${final##*bff_launch=}
+  COOKIE=$(awk '$6 == "bff_session" {print "bff_session=" $7}' "$jar")
+  check=$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$port/fhir/Patient/bench")
+  [ "$check" = 200 ] || { echo "login failed ($check) launch=$LAUNCH cookie=${COOKIE:0:20}"; curl -s -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$port/fhir/Patient/bench"; echo; echo "$auth" | head -c 300; echo; echo "$callback" | head -c 200; exit 1; }
+}
+
+# Writes the benchmarks' upstream body, a fixed 1 398-byte FHIR Patient, to $1 (readable by
+# nginx's workers, as is its folder).
+write_bench_patient() {
+  python3 - "$1" <<'PY'
+import json, sys
+p = {"resourceType": "Patient", "id": "bench", "meta": {"versionId": "1", "lastUpdated": "2026-11-01T09:00:00Z"},
+     "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">" + "Benchmark patient " * 60 + "</div>"},
+     "name": [{"use": "official", "family": "Bench", "given": ["Mark"]}], "gender": "other", "birthDate": "1970-01-01"}
+open(sys.argv[1], "w").write(json.dumps(p))
+PY
+  chmod 755 "$(dirname "$1")"; chmod 644 "$1"
+}
