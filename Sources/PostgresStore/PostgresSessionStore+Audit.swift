@@ -54,7 +54,7 @@ extension PostgresSessionStore {
                 try await connection.run { try $0.endCopy() }
             }
         } catch let error as PostgresError where error.isRefusedValue {
-            try await pool.withTransaction { [sent] connection in
+            try await pool.withTransaction(commitUnanswered: { AuditCommitUnanswered(cause: $0) }) { [sent] connection in
                 try await connection.run { try $0.executeScript(limits) }
                 try await connection.query("INSERT INTO audit_batches (id) VALUES (\(batch))")
                 try await PostgresSessionStore.copyIsolatingRefused(sent[...], on: connection)
