@@ -174,6 +174,28 @@ struct AuditWriterTests {
         #expect(stored == ["/Patient/1", "/Patient/2"], "written twice, or lost: \(stored)")
     }
 
+    @Test("a batch the database refuses for a value, written again with it escaped, whose COMMIT's answer is lost: each entry once")
+    func refusedBatchWithLostCommitAnswer() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        // The refused COPY is rolled back (no COMMIT); the first COMMIT is the rewrite's.
+        let relay = try CommitAnswerLoss(inFrontOf: database.url)
+        defer { relay.shutdown() }
+        let pool = ConnectionPool(url: relay.url)
+        defer { pool.close() }
+        let writer = Self.writer(PostgresSessionStore(pool: pool, tokenKey: database.tokenKey)) { $0.firstRetry = .milliseconds(50) }
+
+        writer.record(entry("/Patient/1"))
+        writer.record(entry("/Patient/a\u{0}b"))
+        await writer.flush()
+        #expect(relay.answerLost, "\(writer.status)")
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit only
+        while writer.status.pending > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+
+        let stored = try await database.store.auditEntries(since: nil).map(\.pathAndQuery)
+        #expect(stored == ["/Patient/1", "/Patient/a%00b"], "written twice, or lost: \(stored)")
+    }
+
     @Test("a backlog of more than a batch, left by failed writes, is written whole and each entry once, once the database is back")
     func backlogIsWrittenWhole() async throws {
         let database = try await TestDatabase.make(poolSize: 2)
