@@ -150,7 +150,8 @@ awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", 
   'BEGIN { printf "ratio alt/nginx-proxy = %.2f, alt/smart-bff = %.2f\n", a/n, a/b }'
 awk -v a="$(cut -d' ' -f2 "$WORK/bff" | median)" -v d="$(cut -d' ' -f2 "$WORK/direct" | median)" \
     -v a99="$(cut -d' ' -f3 "$WORK/bff" | median)" -v d99="$(cut -d' ' -f3 "$WORK/direct" | median)" \
-    'BEGIN { printf "added latency over direct: p50 %.3f ms, p99 %.3f ms\n", a-d, a99-d99 }'
+    -v n="$(cut -d' ' -f2 "$WORK/nginx" | median)" -v n99="$(cut -d' ' -f3 "$WORK/nginx" | median)" \
+    'BEGIN { printf "added latency over direct: p50 %.3f ms, p99 %.3f ms (nginx proxy: p50 %.3f ms, p99 %.3f ms)\n", a-d, a99-d99, n-d, n99-d99 }'
 
 PACE_MS=${PACE_MS:-5}
 if [ "$PACE_MS" != 0 ]; then

@@ -9,7 +9,8 @@
 # load has stopped.
 # Usage: Benchmarks/proxy-soak.sh [minutes=10] [connections=24] [sample seconds=30]
 # HEAPTRACK=file: run smart-bff under heaptrack (Debian's package), stop it at the end, and
-#   print its heap summary (allocations, peak heap, bytes never freed by the exit); slower.
+#   print its heap summary (allocations, peak heap, bytes never freed by the exit, the live
+#   heap minute by minute); slower.
 source "$(dirname "$0")/lib.sh"
 MINUTES=${1:-10}; CONNS=${2:-24}; SAMPLE=${3:-30}
 SECS=$((MINUTES * 60))
@@ -85,6 +86,10 @@ awk '$1 >= 60 { n++; x = $2 / 1e6; y = $4; sx += x; sy += y; sxx += x * x; sxy +
 awk 'END { print "smart-bff log lines (warning and above):", NR }' "$WORK/bff.log"
 if [ -n "${HEAPTRACK:-}" ]; then
   kill -TERM "$BFF_PID"; wait "$WRAPPER_PID" || true
-  heaptrack_print -f "$HEAPTRACK".zst -p 0 -a 0 -T 0 -l 0 2>/dev/null | grep -E "^(calls to allocation|peak heap|total memory leaked)" || true
+  heaptrack_print -f "$HEAPTRACK".zst -p 0 -a 0 -T 0 -l 0 -M "$WORK/massif" 2>/dev/null | grep -E "^(calls to allocation|peak heap|total memory leaked)" || true
+  # The live heap minute by minute (a leak makes it climb; fragmentation and thread stacks,
+  # which the resident figures above include, do not show here).
+  grep -E "^(time|mem_heap_B)=" "$WORK/massif" | paste - - | awk -F'[=\t]' '{ m = int($2 / 60); last[m] = $4; if ($4 > peak[m]) peak[m] = $4; if (m > n) n = m }
+    END { for (m = 0; m <= n; m++) if (m in last) printf "minute %d: live heap at its end %.2f MB, its peak %.2f MB\n", m, last[m] / 1048576, peak[m] / 1048576 }'
   echo "(what was never freed, by where it was allocated: heaptrack_print -f $HEAPTRACK.zst -l 1)"
 fi
