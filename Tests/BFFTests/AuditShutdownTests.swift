@@ -97,6 +97,7 @@ struct AuditShutdownTests {
         let lost = ContinuousClock.now + .seconds(60) // a no-hang limit only
         while h.bff.services.audit.status.unsettledEntries == 0 && ContinuousClock.now < lost { try await Task.sleep(for: .milliseconds(20)) }
         #expect(relay.answerLost)
+        #expect(try await browser.request(h.baseURL + "/metrics").text.contains("\nbff_audit_unsettled_entries 1\n"))
 
         await h.bff.shutdown(gracePeriod: .milliseconds(100))
 

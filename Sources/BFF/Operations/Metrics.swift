@@ -118,6 +118,8 @@ public final class Metrics: Sendable {
         out += "bff_audit_written_entries_total \(audit.written)\n"
         out += "# HELP bff_audit_write_failures_total Failed PHI access audit writes (their entries are kept and retried).\n"
         out += "# TYPE bff_audit_write_failures_total counter\nbff_audit_write_failures_total \(audit.failedWrites)\n"
+        out += "# HELP bff_audit_unsettled_entries Of the pending entries, those of a write whose commit got no answer (they may be stored; the database is asked before they are sent again).\n"
+        out += "# TYPE bff_audit_unsettled_entries gauge\nbff_audit_unsettled_entries \(audit.unsettledEntries)\n"
         if let activeSessions {
             out += "# HELP bff_active_sessions Unexpired sessions.\n# TYPE bff_active_sessions gauge\nbff_active_sessions \(activeSessions)\n"
         }
