@@ -49,21 +49,11 @@ if [ -n "${TLS:-}" ]; then
 fi
 write_bench_patient "$WORK/patient.json"
 echo "upstream body: $(wc -c < "$WORK/patient.json") bytes"
-cat > "$WORK/nginx.conf" <<NGINX
-worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  upstream sandbox { server 127.0.0.1:$SANDBOX; keepalive 32; }
+write_ehr_nginx_conf "$UP_LISTEN_TLS" "
   upstream fhir { server 127.0.0.1:$UP; keepalive 64; }
   upstream fhir_tls { server 127.0.0.1:$UP_TLS; keepalive 64; }
-  server { listen 127.0.0.1:$UP; $UP_LISTEN_TLS
-    location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; }
-    location / { proxy_pass http://sandbox; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$host:\$server_port; } }
   server { listen 127.0.0.1:$PROXY;
-    location / { $PROXY_PASS proxy_http_version 1.1; proxy_set_header Connection ""; } }
-}
-NGINX
+    location / { $PROXY_PASS proxy_http_version 1.1; proxy_set_header Connection \"\"; } }"
 nginx -c "$WORK/nginx.conf" & PIDS+=($!)
 "$BFF" sandbox --port $SANDBOX --public-url "$EHR" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
   >/dev/null 2>&1 & PIDS+=($!)

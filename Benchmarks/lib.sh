@@ -109,3 +109,24 @@ open(sys.argv[1], "w").write(json.dumps(p))
 PY
   chmod 755 "$(dirname "$1")"; chmod 644 "$1"
 }
+
+# Writes $WORK/nginx.conf for one nginx worker that is the EHR at 127.0.0.1:$UP: the bench
+# Patient (write_bench_patient's $WORK/patient.json) at /fhir/Patient/bench, everything else
+# (the SMART login, other FHIR reads) from the sandbox at 127.0.0.1:$SANDBOX, unbuffered.
+# $1: more directives for the EHR's server (e.g. a TLS listen); $2: more for the http block
+# (e.g. a proxying server).
+write_ehr_nginx_conf() {
+  cat > "$WORK/nginx.conf" <<NGINX
+worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  upstream sandbox { server 127.0.0.1:$SANDBOX; keepalive 32; }
+  server { listen 127.0.0.1:$UP; ${1:-}
+    location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; }
+    location / { proxy_pass http://sandbox; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$host:\$server_port;
+                 proxy_buffering off; } }
+  ${2:-}
+}
+NGINX
+}

@@ -19,18 +19,7 @@ start_postgres
 UP=18311; SANDBOX=18313; BFF_PORT=18314
 EHR="http://127.0.0.1:$UP"
 write_bench_patient "$WORK/patient.json"
-cat > "$WORK/nginx.conf" <<NGINX
-worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  upstream sandbox { server 127.0.0.1:$SANDBOX; keepalive 32; }
-  server { listen 127.0.0.1:$UP;
-    location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; }
-    location / { proxy_pass http://sandbox; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$host:\$server_port;
-                 proxy_buffering off; } }
-}
-NGINX
+write_ehr_nginx_conf
 nginx -c "$WORK/nginx.conf" & PIDS+=($!)
 "$BFF" sandbox --port $SANDBOX --public-url "$EHR" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
   >/dev/null 2>&1 & PIDS+=($!)
