@@ -69,11 +69,6 @@ if [ -n "${COMPARE_BINARY:-}" ]; then
   wait_for_port $ALT_PORT; WHO="bff alt nginx direct"
 fi
 sign_in "$BFF_PORT" "$EHR"
-cat > "$WORK/headers.lua" <<LUA
-wrk.headers["Cookie"] = "$COOKIE"
-wrk.headers["X-CSRF"] = "1"
-wrk.headers["X-BFF-Launch"] = "$LAUNCH"
-LUA
 if [ -n "${LATENCY_DETAIL:-}" ]; then
   # One extra run through smart-bff, with wrk's latency percentiles up to the maximum.
   cat > "$WORK/detail.lua" <<LUA

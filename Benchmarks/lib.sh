@@ -83,8 +83,9 @@ wrk_run() {
 median() { sort -n | awk '{ a[NR]=$1 } END { if (a[1] !~ /^[0-9.]+$/) print a[1]; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
 
 # Signs in through smart-bff on port $1 (a standalone launch against the sandbox EHR at $2,
-# approving patient pat-1) with curl; sets COOKIE ("bff_session=…") and LAUNCH, and checks
-# that GET /fhir/Patient/bench answers 200 with them.
+# approving patient pat-1) with curl; sets COOKIE ("bff_session=…") and LAUNCH, checks that
+# GET /fhir/Patient/bench answers 200 with them, and writes $WORK/headers.lua, the wrk
+# script that sends them (with X-CSRF).
 sign_in() {
   local port=$1 ehr=$2 jar=$WORK/cookies auth approve callback final check
   auth=$(curl -s -o /dev/null -w '%{redirect_url}' -c "$jar" "http://127.0.0.1:$port/login")
@@ -95,6 +96,11 @@ sign_in() {
   COOKIE=$(awk '$6 == "bff_session" {print "bff_session=" $7}' "$jar")
   check=$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$port/fhir/Patient/bench")
   [ "$check" = 200 ] || { echo "login failed ($check) launch=$LAUNCH cookie=${COOKIE:0:20}"; curl -s -H "Cookie: $COOKIE" -H "X-CSRF: 1" -H "X-BFF-Launch: $LAUNCH" "http://127.0.0.1:$port/fhir/Patient/bench"; echo; echo "$auth" | head -c 300; echo; echo "$callback" | head -c 200; exit 1; }
+  cat > "$WORK/headers.lua" <<LUA
+wrk.headers["Cookie"] = "$COOKIE"
+wrk.headers["X-CSRF"] = "1"
+wrk.headers["X-BFF-Launch"] = "$LAUNCH"
+LUA
 }
 
 # Writes the benchmarks' upstream body, a fixed 1 398-byte FHIR Patient, to $1 (readable by

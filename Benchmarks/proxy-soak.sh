@@ -32,11 +32,6 @@ if [ -n "${HEAPTRACK:-}" ]; then # heaptrack's script runs smart-bff as its chil
 fi
 wait_for_port $UP; wait_for_port $SANDBOX; wait_for_port $BFF_PORT
 sign_in "$BFF_PORT" "$EHR"
-cat > "$WORK/headers.lua" <<LUA
-wrk.headers["Cookie"] = "$COOKIE"
-wrk.headers["X-CSRF"] = "1"
-wrk.headers["X-BFF-Launch"] = "$LAUNCH"
-LUA
 
 # One sample: seconds since the load began, requests answered so far (smart-bff's own
 # counter), resident MB (all; anonymous, i.e. heap and stacks; file-backed, i.e. code and
