@@ -134,6 +134,16 @@ public final class RawHTTPClient: @unchecked Sendable {
         return take(buffer.count)
     }
 
+    /// Receives until at least `count` bytes wait unread (kept for later reads); false when
+    /// the connection closed or the timeout passed first.
+    public func receive(atLeast count: Int, timeout: Double? = nil) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout ?? self.timeout)
+        while buffer.count < count {
+            guard fill(until: deadline) else { return false }
+        }
+        return true
+    }
+
     /// True when the server closes the connection (end of stream or reset) within `timeout`.
     /// Bytes that arrive before are kept for later reads.
     public func isClosedByPeer(timeout: Double? = nil) -> Bool {

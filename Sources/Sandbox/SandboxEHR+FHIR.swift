@@ -129,21 +129,29 @@ extension SandboxEHR {
         return (String(text[..<mark]), query)
     }
 
-    /// A JSON body of `size` bytes (default 4 MiB), streamed: for streaming tests.
+    /// A JSON body of `size` bytes (default 4 MiB), streamed: for streaming tests. The state
+    /// counts whether it was sent whole or cut short.
     private func largeBody(_ request: Request) -> Response {
         let size = max(64, min(64 << 20, Int(request.queryParameter("size") ?? "") ?? 4 << 20))
         let prefix = Array(#"{"resourceType":"Binary","data":""#.utf8), suffix = Array(#""}"#.utf8)
         let fill = size - prefix.count - suffix.count
+        let state = self.state
         return Response(status: .ok, headers: ["Content-Type": "application/fhir+json"], body: .stream(length: size) { writer in
-            try await writer.write(prefix)
-            var left = fill
-            let chunk = [UInt8](repeating: UInt8(ascii: "A"), count: 64 * 1024)
-            while left > 0 {
-                let n = min(left, chunk.count)
-                try await writer.write(Array(chunk[0..<n]))
-                left -= n
+            do {
+                try await writer.write(prefix)
+                var left = fill
+                let chunk = [UInt8](repeating: UInt8(ascii: "A"), count: 64 * 1024)
+                while left > 0 {
+                    let n = min(left, chunk.count)
+                    try await writer.write(Array(chunk[0..<n]))
+                    left -= n
+                }
+                try await writer.write(suffix)
+            } catch {
+                await state.countStream(sentWhole: false)
+                throw error
             }
-            try await writer.write(suffix)
+            await state.countStream(sentWhole: true)
         })
     }
 

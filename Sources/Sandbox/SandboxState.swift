@@ -100,6 +100,10 @@ public actor SandboxState {
     /// Of those requests, how many wait out the FHIR delay now, and at most at once.
     public private(set) var delayedFHIRRequests = 0
     public private(set) var peakDelayedFHIRRequests = 0
+    /// Streamed bodies (`Binary/large`) sent to their end, and those whose connection failed
+    /// first (the client closed it).
+    public private(set) var streamsSentWhole = 0
+    public private(set) var streamsCutShort = 0
     /// Refresh tokens the token endpoint would still take (neither used up nor revoked).
     public var liveRefreshTokens: Int { refreshTokens.count }
     /// Access tokens the FHIR server would still take (neither expired nor revoked).
@@ -162,6 +166,7 @@ public actor SandboxState {
     /// Zeroes the counters and forgets the recorded FHIR requests.
     public func resetCounters() {
         refreshCount = 0; tokenRequests = 0; revocations = 0; fhirRequests = 0; recentFHIRRequests = []; peakDelayedFHIRRequests = 0
+        streamsSentWhole = 0; streamsCutShort = 0
     }
     /// The key IDs the JWKS publishes, the current signing key first.
     public var keyIDs: [String] { [signingKeyID] + retiredKeys.map(\.id) }
@@ -193,6 +198,10 @@ public actor SandboxState {
         fhirRequests += 1
         recentFHIRRequests.append(request)
         if recentFHIRRequests.count > 100 { recentFHIRRequests.removeFirst() }
+    }
+
+    func countStream(sentWhole: Bool) {
+        if sentWhole { streamsSentWhole += 1 } else { streamsCutShort += 1 }
     }
 
     func countToken(refresh: Bool) {

@@ -487,6 +487,51 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
+    @Test("a browser that leaves in the middle of a streamed body: the EHR's transfer is stopped at once, the read audited with the bytes sent, not counted as the EHR's failure, and the launch reads on")
+    func browserLeavesMidStream() async throws {
+        // Read and stall timeouts (120 s) far beyond the test: only the browser's leaving can
+        // stop the EHR's transfer within it.
+        let h = try await BFFHarness.start(readTimeout: .seconds(120))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        await h.sandbox.state.resetCounters()
+        let cookie = browser.cookieValues.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+        let port = h.bff.port, size = 64 << 20, taken = 1 << 20
+        let reader = try RawHTTPClient(port: port, timeout: 30)
+        defer { reader.close() }
+        reader.send("GET /fhir/Binary/large?size=\(size) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
+                    + "X-CSRF: 1\r\nX-BFF-Launch: \(launch)\r\n\r\n")
+        // A megabyte of the body, then the connection closed with the rest unread, as when a
+        // download is cancelled.
+        #expect(try await runBlocking { reader.receive(atLeast: taken) })
+        #expect(reader.pending.starts(with: Array("HTTP/1.1 200 ".utf8)))
+        reader.close()
+
+        // The EHR's stream is cut short within seconds. Left open, the EHR's connection would
+        // be held, with the rest of the body on it, until the stall timeout or the sandbox's
+        // own write timeout (30 s) gave up on it.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await h.sandbox.state.streamsCutShort == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(await h.sandbox.state.streamsCutShort == 1)
+        #expect(await h.sandbox.state.streamsSentWhole == 0)
+
+        await h.bff.services.audit.flush()
+        let entries = try await h.database.store.auditEntries(since: nil)
+        #expect(entries.map(\.pathAndQuery) == ["/Binary/large?size=\(size)"])
+        let entry = try #require(entries.first)
+        #expect(entry.upstreamStatus == 200)
+        #expect(entry.bytes >= Int64(taken - 4096) && entry.bytes < Int64(size), "\(entry.bytes) bytes")
+        let metrics = h.bff.services.metrics.render(activeSessions: nil, pool: nil, audit: h.bff.services.audit.status)
+        #expect(!metrics.contains("bff_upstream_errors_total{"), "a browser leaving is not the EHR's failure: \(metrics)")
+
+        // The launch goes on: its next read gets its own resource.
+        let next = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(next.status == 200 && next.text.contains("\"resourceType\":\"Patient\""), "\(next.status): \(next.text)")
+    }
+
     @Test("one launch's many slow reads hold at most its share of the EHR's connections; another launch's read goes ahead of them")
     func launchShareOfEHRConnections() async throws {
         let h = try await BFFHarness.start(ehrConnections: (perHost: 6, reserved: 4)) // one launch holds at most 2
