@@ -23,6 +23,10 @@
 #   stays well below every path's capacity. Their latency is a request's own time through each
 #   path; the saturated rounds' latency is mostly the queue that saturation builds (there p50 is
 #   about CONNS / requests/s), so it follows throughput.
+# NGINX_PROXY=own: the reference proxy runs as an nginx of its own (one worker) instead of a
+#   server block of the EHR's nginx. Then no process serves both sides of a proxied request
+#   (as with smart-bff, each request crosses from the proxy's process to the EHR's and back),
+#   and the nginx row's CPU per request is its proxying alone.
 # TLS=1: the EHR (upstream nginx, sandbox behind it) is https with a certificate from a
 #   throwaway CA, trusted by smart-bff (BFF_TLS_CA_FILE) and by the nginx proxy (verified,
 #   keep-alive, sessions reused); "direct" stays plain http to the same server.
@@ -49,11 +53,19 @@ if [ -n "${TLS:-}" ]; then
 fi
 write_bench_patient "$WORK/patient.json"
 echo "upstream body: $(wc -c < "$WORK/patient.json") bytes"
-write_ehr_nginx_conf "$UP_LISTEN_TLS" "
+PROXY_BLOCK="
   upstream fhir { server 127.0.0.1:$UP; keepalive 64; }
   upstream fhir_tls { server 127.0.0.1:$UP_TLS; keepalive 64; }
   server { listen 127.0.0.1:$PROXY;
     location / { $PROXY_PASS proxy_http_version 1.1; proxy_set_header Connection \"\"; } }"
+if [ "${NGINX_PROXY:-}" = own ]; then
+  write_ehr_nginx_conf "$UP_LISTEN_TLS"
+  printf 'worker_processes 1; daemon off; pid %s/proxy.pid; error_log %s/proxy-error.log;\nevents { worker_connections 8192; }\nhttp { access_log off; %s\n}\n' \
+    "$WORK" "$WORK" "$PROXY_BLOCK" > "$WORK/proxy.conf"
+  nginx -c "$WORK/proxy.conf" & PIDS+=($!)
+else
+  write_ehr_nginx_conf "$UP_LISTEN_TLS" "$PROXY_BLOCK"
+fi
 nginx -c "$WORK/nginx.conf" & PIDS+=($!)
 "$BFF" sandbox --port $SANDBOX --public-url "$EHR" --client-id bench --redirect-uri "http://127.0.0.1:$BFF_PORT/callback" \
   >/dev/null 2>&1 & PIDS+=($!)
@@ -61,7 +73,7 @@ echo "[{\"iss\":\"$EHR/fhir\",\"client_id\":\"bench\"}]" > "$WORK/issuers.json"
 TOKEN_KEY=$(openssl rand -base64 32)
 BFF_LISTEN=127.0.0.1:$BFF_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$TOKEN_KEY \
   "$BFF" serve 2>"$WORK/bff.log" & PIDS+=($!); BFF_PID=$!
-wait_for_port $UP; wait_for_port $SANDBOX; wait_for_port $BFF_PORT
+wait_for_port $UP; wait_for_port $PROXY; wait_for_port $SANDBOX; wait_for_port $BFF_PORT
 ALT_PORT=18305; WHO="bff nginx direct"
 if [ -n "${COMPARE_BINARY:-}" ]; then
   BFF_LISTEN=127.0.0.1:$ALT_PORT BFF_ISSUERS_FILE=$WORK/issuers.json BFF_LOG_LEVEL=warning BFF_TOKEN_KEY=$TOKEN_KEY \
@@ -97,15 +109,18 @@ if [ -n "${MALLOC_COUNT:-}" ]; then
   done
 fi
 NGINX_PID=$(cat "$WORK/nginx.pid" 2>/dev/null || true)
-# The worker of the proxying server block and the upstream block are the same process; its
-# CPU per request is measured on the proxy runs (it serves the upstream side of them too).
+# The EHR's worker; unless NGINX_PROXY=own, the proxying server block is in it too (then the
+# proxy runs' CPU per request holds the upstream side of them as well).
 NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
+PROXY_WORKER=$NGINX_WORKER
+[ "${NGINX_PROXY:-}" != own ] || PROXY_WORKER=$(pgrep -P "$(cat "$WORK/proxy.pid")" | head -1)
 run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | awk '
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
     /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
     END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
-# cpu_us/req and kinsn/req (thousands of instructions retired per request): smart-bff's own for bff; the nginx worker's (proxy and upstream sides
-# together) for nginx; the same worker serving directly for direct.
+# cpu_us/req and kinsn/req (thousands of instructions retired per request): smart-bff's own for
+# bff; for nginx, the proxying worker's (with the upstream side too, unless NGINX_PROXY=own);
+# the EHR's worker serving directly for direct.
 for who in $WHO; do : > "$WORK/$who"; done
 if [ -n "${PERF_DATA:-}" ]; then
   if [ -n "${PERF_EVENT:-}" ]; then sampling=(-e "$PERF_EVENT" -c 1); else sampling=(-F "${PERF_FREQ:-4000}"); fi
@@ -121,7 +136,7 @@ measured() {
 for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$BFF_PORT/fhir/Patient/bench" "$BFF_PID" >> "$WORK/bff"
   [ -z "${ALT_PID:-}" ] || measured "http://127.0.0.1:$ALT_PORT/fhir/Patient/bench" "$ALT_PID" >> "$WORK/alt"
-  measured "http://127.0.0.1:$PROXY/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/nginx"
+  measured "http://127.0.0.1:$PROXY/fhir/Patient/bench" "$PROXY_WORKER" >> "$WORK/nginx"
   measured "http://127.0.0.1:$UP/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/direct"
 done
 for who in $WHO; do
