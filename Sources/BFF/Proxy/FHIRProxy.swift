@@ -67,6 +67,9 @@ struct FHIRProxy: Sendable {
     /// The upstream status an audit entry carries when the EHR gave no response head.
     static let noAnswer = 0
 
+    /// The EHR's response fields passed on as they are (besides a rewritten `Location`).
+    private static let passedFields = ["Content-Type", "ETag", "Last-Modified"]
+
     /// The front end's conditional-request fields, passed on as they are.
     private static let conditionalFields = ["If-None-Match", "If-Modified-Since"]
 
@@ -168,7 +171,7 @@ struct FHIRProxy: Sendable {
     private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord, target: String,
                          rewriter: URLRewriter) async throws -> Response {
         var response = Response(status: HTTPStatus(code: upstream.status), headers: HTTPHeaders(minimumCapacity: 5))
-        for name in ["Content-Type", "ETag", "Last-Modified"] {
+        for name in FHIRProxy.passedFields {
             if let value = upstream.header(name) { response.headers.add(name, value) }
         }
         if let location = upstream.header("Location") {

@@ -17,7 +17,9 @@ final class ProxySessionCache: Sendable {
         let launchID: String?
     }
 
-    struct Entry: Sendable {
+    /// A class, immutable: a read takes it from the cache with one reference count, not one
+    /// for each string and array its fields hold.
+    final class Entry: Sendable {
         let context: ProxyContext
         let launch: LaunchRecord
         /// `launch.scope`, parsed once.
@@ -27,6 +29,15 @@ final class ProxySessionCache: Sendable {
         /// Binds the ids of the launch's HAPI-style paging links to it.
         let pages: PageBinding
         let fetchedAt: Date
+
+        init(context: ProxyContext, launch: LaunchRecord, scopes: SMARTScopes, rewriter: URLRewriter, pages: PageBinding, fetchedAt: Date) {
+            self.context = context
+            self.launch = launch
+            self.scopes = scopes
+            self.rewriter = rewriter
+            self.pages = pages
+            self.fetchedAt = fetchedAt
+        }
     }
 
     private struct State {

@@ -49,33 +49,44 @@ struct URLRewriter {
     /// The members whose values are rewritten.
     private static let memberNames: [[UInt8]] = [Array("url".utf8), Array("fullUrl".utf8), Array("reference".utf8)]
 
-    private let base: BaseURLPattern
-    /// Tags the search ids of paging links on the base (nil: they are not rewritten).
-    private let pages: PageBinding?
     /// `_getpages=`, the parameter a paging link on the base begins with.
     private static let pagesParameter = Array("_getpages=".utf8)
-    /// `<BFF public URL>/fhir`, for a `Location`.
-    private let replacementBase: String
-    /// `"<BFF public URL>/fhir/`, and the same with each `/` written `\/`; then the same
-    /// ending in `?` in place of the last `/`.
-    private let replacement: [UInt8]
-    private let escapedReplacement: [UInt8]
-    private let queryReplacement: [UInt8]
-    private let escapedQueryReplacement: [UInt8]
+
+    /// What a rewriter matches and writes, built once per launch and shared by its copies (a
+    /// read takes one reference to it, not one to each of its arrays).
+    private final class Patterns: Sendable {
+        let base: BaseURLPattern
+        /// Tags the search ids of paging links on the base (nil: they are not rewritten).
+        let pages: PageBinding?
+        /// `<BFF public URL>/fhir`, for a `Location`.
+        let replacementBase: String
+        /// `"<BFF public URL>/fhir/`, and the same with each `/` written `\/`; then the same
+        /// ending in `?` in place of the last `/`.
+        let replacement: [UInt8]
+        let escapedReplacement: [UInt8]
+        let queryReplacement: [UInt8]
+        let escapedQueryReplacement: [UInt8]
+
+        init(base: String, replacementBase: String, pages: PageBinding?) {
+            self.base = BaseURLPattern(base)
+            self.pages = pages
+            self.replacementBase = replacementBase
+            func escaped(_ bytes: [UInt8]) -> [UInt8] { bytes.flatMap { $0 == UInt8(ascii: "/") ? Array(#"\/"#.utf8) : [$0] } }
+            replacement = Array(("\"" + replacementBase + "/").utf8)
+            escapedReplacement = escaped(replacement)
+            queryReplacement = Array(("\"" + replacementBase + "?").utf8)
+            escapedQueryReplacement = escaped(queryReplacement)
+        }
+    }
+
+    private let patterns: Patterns
     private var carry: [UInt8] = []
     /// The last bytes (at most `lookBehind`) before `carry`: where a member name begins when
     /// its value opens at the start of the next input.
     private var context = LookBehindBuffer()
 
     init(from base: String, to replacementBase: String, pages: PageBinding? = nil) {
-        self.base = BaseURLPattern(base)
-        self.pages = pages
-        self.replacementBase = replacementBase
-        func escaped(_ bytes: [UInt8]) -> [UInt8] { bytes.flatMap { $0 == UInt8(ascii: "/") ? Array(#"\/"#.utf8) : [$0] } }
-        replacement = Array(("\"" + replacementBase + "/").utf8)
-        escapedReplacement = escaped(replacement)
-        queryReplacement = Array(("\"" + replacementBase + "?").utf8)
-        escapedQueryReplacement = escaped(queryReplacement)
+        patterns = Patterns(base: base, replacementBase: replacementBase, pages: pages)
     }
 
     /// Rewrites `chunk`; holds back a possible partial match at its end for the next call.
@@ -86,15 +97,15 @@ struct URLRewriter {
         carry = keep < input.count ? Array(input[keep...]) : []
         if matches.isEmpty { return keep == input.count ? input : Array(input[..<keep]) }
         var out: [UInt8] = []
-        out.reserveCapacity(keep + matches.count * escapedReplacement.count)
+        out.reserveCapacity(keep + matches.count * patterns.escapedReplacement.count)
         var copied = 0
         for match in matches {
             out += input[copied..<match.at]
             switch (match.escaped, match.query) {
-            case (false, false): out += replacement
-            case (true, false): out += escapedReplacement
-            case (false, true): out += queryReplacement
-            case (true, true): out += escapedQueryReplacement
+            case (false, false): out += patterns.replacement
+            case (true, false): out += patterns.escapedReplacement
+            case (false, true): out += patterns.queryReplacement
+            case (true, true): out += patterns.escapedQueryReplacement
             }
             if let tag = match.tag {
                 out += URLRewriter.pagesParameter
@@ -129,8 +140,8 @@ struct URLRewriter {
             let at = start.distance(to: UnsafeRawPointer(hit))
             i = at + 1
             // Most quotes open keys and values that cannot be the base: one byte tells.
-            if i < n && BaseURLPattern.lowercased(bytes[i]) != base.first { continue }
-            switch base.match(bytes, from: i, escapes: true) {
+            if i < n && BaseURLPattern.lowercased(bytes[i]) != patterns.base.first { continue }
+            switch patterns.base.match(bytes, from: i, escapes: true) {
             case .none:
                 continue
             case .partial:
@@ -142,7 +153,7 @@ struct URLRewriter {
                 if query {
                     // A page of search results, its id bound to the launch; any other query
                     // on the base stays the EHR's.
-                    guard let pages else { continue }
+                    guard let pages = patterns.pages else { continue }
                     switch URLRewriter.pageID(bytes, from: at + found.length) {
                     case .none: continue
                     case .partial: return (matches, at)
@@ -230,8 +241,8 @@ struct URLRewriter {
     /// escapes, followed by `/`, becomes `<BFF public URL>/fhir/`.
     func rewrite(url: String) -> String {
         let bytes = Array(url.utf8)
-        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ base.match($0, from: 0, escapes: false) }) else { return url }
-        return replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
+        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ patterns.base.match($0, from: 0, escapes: false) }) else { return url }
+        return patterns.replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
     }
 }
 
