@@ -10,6 +10,8 @@ struct HeaderNameTests {
         #expect("Content-Type".equalsIgnoringASCIICase("content-type"))
         #expect("X-CSRF".equalsIgnoringASCIICase("x-Csrf"))
         #expect("".equalsIgnoringASCIICase(""))
+        // Longer than a small string's 15 bytes: compared in the strings' heap storage.
+        #expect("Content-Security-Policy".equalsIgnoringASCIICase("content-security-POLICY"))
     }
 
     @Test("different names, lengths, and bytes that differ only in bit 5 without being letters")
@@ -20,6 +22,8 @@ struct HeaderNameTests {
         #expect(!"X[".equalsIgnoringASCIICase("X{")) // 0x5B vs 0x7B
         #expect(!"a-b".equalsIgnoringASCIICase("a\rb")) // 0x2D vs 0x0D
         #expect(!"Ä".equalsIgnoringASCIICase("ä")) // not ASCII: bytes compared as they are
+        #expect(!"Content-Security-Policy".equalsIgnoringASCIICase("Content-Security-Polic`"))
+        #expect(!"Strict-Transport-Security".equalsIgnoringASCIICase("Strict-Transport-Securit"))
     }
 
     @Test("header lookups use it")
