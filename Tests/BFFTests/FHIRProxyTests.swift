@@ -219,6 +219,13 @@ struct FHIRProxyTests {
         let page = try await browser.api(h.baseURL + "/fhir/Binary/large?size=6000000", launch: launch)
         #expect(page.status == 200 && page.body.count == 6_000_000)
         #expect(page.body.prefix(12) == Array(#"{"resourceTy"#.utf8)[...])
+        // The EHR's side ended well too (its count comes just after its last write).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await h.sandbox.state.streamsSentWhole == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(await h.sandbox.state.streamsSentWhole == 1)
+        #expect(await h.sandbox.state.streamsCutShort == 0)
     }
 
     @Test("an upstream that closes mid-body never looks like a complete 200, and the metrics count each as truncated")
