@@ -14,7 +14,8 @@ extension PostgresSessionStore {
     /// first query, knowing nothing yet, covers everything up to `until`, once.
     ///
     /// A page recorded at a single instant may be followed by more at that instant than a
-    /// window should sort: every entry stored before migration 0004 has the migration's time.
+    /// window should sort: every entry stored before migration 0004 has the migration's time,
+    /// and since 0007 the entries of one `COPY` share its start (up to a writer's batch).
     /// The rest of that instant is read by the primary key (at, id), which orders entries
     /// within an instant for this reason.
     public func forEachAuditPage(recordedSince since: AuditInstant?, before until: AuditInstant, pageSize: Int,

@@ -110,7 +110,8 @@ public struct AuditEntry: Sendable, Equatable {
     /// The text fields were stored percent-escaped because the database refused them as
     /// they were (see `SessionStore.appendAudit`).
     public var textEscaped: Bool
-    /// When the store wrote the entry (its clock; nil until then). `at` is when the EHR's
+    /// When the store wrote the entry (its clock at the start of the write; nil until then;
+    /// the entries of one write share it). `at` is when the EHR's
     /// answer arrived: the entry is stored after the body streamed, and after any retries
     /// while the database was away.
     public var recordedAt: AuditInstant?

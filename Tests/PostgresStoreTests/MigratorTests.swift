@@ -63,7 +63,8 @@ struct MigratorTests {
             INSERT INTO audit_events (at, launch_hash, iss, sub, method, path, upstream_status, bytes)
             SELECT now() - n * interval '1 day', 'h', 'i', 's', 'GET', '/Patient/' || n, 200, n FROM generate_series(1, 3) AS n
             """)
-        #expect(try await all.migrate(pool) == [4, 5, 6])
+        // As 0004 to 0006 left it; 0007 stamps a COPY's rows alike (below).
+        #expect(try await Migrator(migrations: all.migrations.filter { $0.version <= 6 }).migrate(pool) == [4, 5, 6])
         let old = try await pool.query("""
             SELECT count(DISTINCT recorded_at), bool_and(recorded_at = (SELECT applied_at FROM schema_migrations WHERE version = 4)) FROM audit_events
             """)
@@ -90,6 +91,57 @@ struct MigratorTests {
             WHERE i.indrelid = 'audit_events'::regclass AND c.relname = 'audit_events_recorded_at'
             """)
         #expect(try index.first?.string(0) == "brin")
+    }
+
+    @Test("0007: PostgreSQL writes a COPY's audit rows in batches (no volatile default to evaluate per row); they share the COPY's start as recorded_at")
+    func auditRowsInBatches() async throws {
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
+        defer { pool.close() }
+        let all = try Migrator(directory: RepositoryPaths.migrations)
+        try await Migrator(migrations: all.migrations.filter { $0.version <= 6 }).migrate(pool)
+        try await pool.query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
+        let entries = (0..<500).map {
+            AuditEntry(at: Date(), launchHash: "h", iss: "i", sub: "s", fhirUser: nil, patient: nil, method: "GET",
+                       pathAndQuery: "/Patient/\($0)", upstreamStatus: 200, bytes: 1)
+        }
+        /// The heap's WAL records for the audit table while `entries` are written in one COPY
+        /// of two pieces, 300 ms apart: single-row inserts, and multi-row ones.
+        func heapRecords() async throws -> (single: Int, multi: Int) {
+            let start = try await pool.query("SELECT pg_current_wal_insert_lsn()::text")[0].string(0)
+            var pieces = 0
+            try await store.appendAudit(lockWait: .seconds(5), batch: SecureRandom.bytes(16), streaming: {
+                pieces += 1
+                guard pieces <= 2 else { return nil }
+                if pieces == 2 { try? await Task.sleep(for: .milliseconds(300)) }
+                return pieces == 1 ? Array(entries[..<250]) : Array(entries[250...])
+            })
+            // WAL is read up to where it is flushed; the test cluster may commit asynchronously.
+            let end = try await pool.query("SELECT pg_current_wal_insert_lsn()::text")[0].string(0)
+            for _ in 0..<250 where try await !pool.query("SELECT pg_current_wal_flush_lsn() >= \(end)::pg_lsn")[0].bool(0) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // Only this database's audit table: other tests write to the same cluster meanwhile.
+            let rows = try await pool.query("""
+                SELECT count(*) FILTER (WHERE resource_manager = 'Heap' AND record_type LIKE 'INSERT%'),
+                       count(*) FILTER (WHERE resource_manager = 'Heap2' AND record_type LIKE 'MULTI_INSERT%')
+                FROM pg_get_wal_records_info(\(start)::pg_lsn, \(end)::pg_lsn)
+                WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database WHERE datname = current_database())
+                                      || '/' || pg_relation_filenode('audit_events') || ' %'
+                """)
+            return (try rows[0].int(0), try rows[0].int(1))
+        }
+        // Before 0007 (recorded_at's default clock_timestamp(), volatile): a row at a time.
+        let before = try await heapRecords()
+        #expect(before.single >= 500 && before.multi == 0, "\(before)")
+
+        #expect(try await all.migrate(pool) == [7])
+        try await pool.query("DELETE FROM audit_events")
+        let after = try await heapRecords()
+        #expect(after.single == 0 && after.multi >= 1 && after.multi < 50, "\(after)")
+        // One COPY, one instant, however long it stays open.
+        let stamps = try await pool.query("SELECT count(DISTINCT recorded_at), count(*) FROM audit_events")
+        #expect(try stamps[0].int(0) == 1 && stamps[0].int(1) == 500)
     }
 
     @Test("a migration marked '-- smart-bff: no transaction' runs statement by statement outside a transaction (CREATE INDEX CONCURRENTLY), and again whole after a failure")

@@ -27,7 +27,7 @@ public enum AuditEventExport {
     }
 
     /// How far behind the database's clock an export stops: longer than an entry can wait
-    /// between its stamp (`recordedAt`, taken as the `COPY` writes its row) and its commit, so
+    /// between its stamp (`recordedAt`: when the `COPY` that wrote it began) and its commit, so
     /// that every entry before the bound is visible when the export reads.
     /// - The writer keeps a `COPY` open 200 ms (`AuditWriter.Timing.interval`), then commits
     ///   at once: a row is normally committed within about 200 ms of its stamp.
