@@ -41,8 +41,7 @@ extension PostgresSessionStore {
         let limits = PostgresSessionStore.auditLimits(lockWait: lockWait)
         var sent: [AuditEntry] = []
         do {
-            try await pool.withTransaction(commitUnanswered: { AuditCommitUnanswered(cause: $0) }) { connection in
-                try await connection.run { try $0.executeScript(limits) }
+            try await pool.withTransaction(limits: limits, commitUnanswered: { AuditCommitUnanswered(cause: $0) }) { connection in
                 try await connection.query("INSERT INTO audit_batches (id) VALUES (\(batch))")
                 try await connection.run { try $0.beginCopy(PostgresSessionStore.auditCopy) }
                 while let piece = await next() {
@@ -54,8 +53,7 @@ extension PostgresSessionStore {
                 try await connection.run { try $0.endCopy() }
             }
         } catch let error as PostgresError where error.isRefusedValue {
-            try await pool.withTransaction(commitUnanswered: { AuditCommitUnanswered(cause: $0) }) { [sent] connection in
-                try await connection.run { try $0.executeScript(limits) }
+            try await pool.withTransaction(limits: limits, commitUnanswered: { AuditCommitUnanswered(cause: $0) }) { [sent] connection in
                 try await connection.query("INSERT INTO audit_batches (id) VALUES (\(batch))")
                 try await PostgresSessionStore.copyIsolatingRefused(sent[...], on: connection)
             }
@@ -72,10 +70,13 @@ extension PostgresSessionStore {
     /// A streamed audit write's own limits: a minute for each statement (far beyond the
     /// 200 ms a `COPY` stays open, and what a large backlog takes), and `lockWait` (under the
     /// minute) to wait for the table's lock, so that a DBA's `VACUUM FULL` or `LOCK TABLE`
-    /// makes the write fail and retry rather than hold the writer for its length.
+    /// makes the write fail and retry rather than hold the writer for its length. Between
+    /// its statements the transaction may idle as long as a loaded machine takes to send the
+    /// next: a minute, whatever the server's `idle_in_transaction_session_timeout`.
     static func auditLimits(lockWait: Duration) -> String {
         let milliseconds = min(max(lockWait / .milliseconds(1), 1), 59_000)
-        return "SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = '\(Int(milliseconds))ms'"
+        return "SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = '\(Int(milliseconds))ms';"
+            + " SET LOCAL idle_in_transaction_session_timeout = '60s'"
     }
 
     /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row

@@ -150,8 +150,7 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func deleteSession(ofLaunch launchHash: String) async throws -> (sessionHash: String, ended: [(LaunchRecord, TokenSet)])? {
-        try await pool.withTransaction { c in
-            try await c.run { try $0.executeScript(PostgresSessionStore.tokenReadLimits) }
+        try await pool.withTransaction(limits: PostgresSessionStore.tokenReadLimits) { c in
             // The launch's session, locked; its hash may change meanwhile (a hand-off rotates
             // it, a sign-in of the same user takes the launch over): then it is read again.
             for _ in 0..<3 {
@@ -195,11 +194,11 @@ public final class PostgresSessionStore: SessionStore {
 
     public func deleteLaunch(sessionID: String, launchHash: String) async throws -> TokenSet? {
         let sessionHash = Identifier.hash(sessionID)
-        return try await pool.withTransaction { c in
+        // Its lock may wait for a refresh under way: the limits of `tokenReadLimits`.
+        return try await pool.withTransaction(limits: PostgresSessionStore.tokenReadLimits) { c in
             let owned = try await c.query("SELECT 1 FROM launches WHERE id_hash = \(launchHash) AND session_hash = \(sessionHash)")
             guard !owned.isEmpty else { return nil }
             // Locked before read, as in `deleteSession(hash:on:)`: a refresh's new tokens are the ones to revoke.
-            try await c.run { try $0.executeScript(PostgresSessionStore.tokenReadLimits) }
             let tokens = try await self.tokens(hash: launchHash, on: c, lock: true)
             _ = try await c.query("DELETE FROM launches WHERE id_hash = \(launchHash)")
             return tokens
@@ -212,8 +211,7 @@ public final class PostgresSessionStore: SessionStore {
 
     public func withTokenLock<T: Sendable>(launchHash hash: String,
                                            _ body: @Sendable (TokenSet) async throws -> (TokenLockOutcome, T)) async throws -> T? {
-        return try await pool.withTransaction { c in
-            try await c.run { try $0.executeScript(PostgresSessionStore.tokenLockLimits) }
+        return try await pool.withTransaction(limits: PostgresSessionStore.tokenLockLimits) { c in
             guard let current = try await self.tokens(hash: hash, on: c, lock: true) else { return nil }
             let (outcome, value) = try await body(current)
             switch outcome {

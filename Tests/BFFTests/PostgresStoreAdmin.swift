@@ -10,7 +10,9 @@ enum PostgresStoreAdmin {
         let (admin, name) = adminPool(for: url)
         defer { admin.close() }
         try await admin.query("ALTER DATABASE \(raw: name) ALLOW_CONNECTIONS false")
-        try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(name)")
+        // Each backend waited for (up to 10 s): without a timeout the call returns at once, and
+        // on a loaded machine a backend may still serve a query after takeAway has returned.
+        try await admin.query("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = \(name)")
     }
 
     /// Lets connections to the database of `url` in again.

@@ -109,6 +109,30 @@ struct ConnectionPoolTests {
         #expect(try await pool.query("SELECT n FROM t").map { try $0.int(0) } == [1])
     }
 
+    @Test("withTransaction's limits hold from its first moment: a server's short idle_in_transaction_session_timeout does not end a transaction that sets a longer one")
+    func transactionLimitsFromTheStart() async throws {
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
+        let setup = ConnectionPool(url: url)
+        let name = try await setup.query("SELECT current_database()")[0].string(0)
+        try await setup.query("ALTER DATABASE \(raw: "\"" + name + "\"") SET idle_in_transaction_session_timeout = '100ms'")
+        setup.close()
+        let pool = ConnectionPool(url: url) // its connections have the setting
+        defer { pool.close() }
+        // Idle 300 ms inside the transaction, as a refresh does while the EHR answers.
+        let value = try await pool.withTransaction(limits: "SET LOCAL idle_in_transaction_session_timeout = '10s'") { c in
+            try await Task.sleep(for: .milliseconds(300))
+            return try await c.query("SELECT 1")[0].int(0)
+        }
+        #expect(value == 1)
+        // Without them, the server's limit ends the session: the setting is in force.
+        await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { c in
+                try await Task.sleep(for: .milliseconds(300))
+                _ = try await c.query("SELECT 1")
+            }
+        }
+    }
+
     @Test("a closed pool refuses work with a connection failure")
     func closed() async throws {
         let pool = try await pool(size: 1)

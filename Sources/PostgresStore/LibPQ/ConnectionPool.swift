@@ -82,13 +82,18 @@ public final class ConnectionPool: Sendable {
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     ///
+    /// `limits` (`SET LOCAL` statements) go in the same round trip as `BEGIN`: sent after
+    /// it, a server's short `idle_in_transaction_session_timeout` could end the session in
+    /// the gap, on a loaded machine, before the transaction's own limits applied.
+    ///
     /// A `COMMIT` whose answer never came (`PostgresError.leavesCommitUnknown`) may have
     /// landed; such a failure is thrown as `commitUnanswered(error)` when given.
     @discardableResult
-    public func withTransaction<T: Sendable>(commitUnanswered: ((PostgresError) -> any Error)? = nil,
+    public func withTransaction<T: Sendable>(limits: String? = nil, commitUnanswered: ((PostgresError) -> any Error)? = nil,
                                              _ body: (PooledConnection) async throws -> T) async throws -> T {
-        try await withConnection { connection in
-            try await connection.run { try $0.executeScript("BEGIN") }
+        let begin = limits.map { "BEGIN; " + $0 } ?? "BEGIN"
+        return try await withConnection { connection in
+            try await connection.run { try $0.executeScript(begin) }
             let value: T
             do {
                 value = try await body(connection)
