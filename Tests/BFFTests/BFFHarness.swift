@@ -114,8 +114,8 @@ final class BFFHarness: Sendable {
 
     /// Waits until `condition` holds of the sandbox's state, or 60 s pass (a no-hang limit
     /// only: nothing is timed with it; the caller's expectation says whether it came).
-    func waitForSandbox(_ condition: (SandboxState) async -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+    func waitForSandbox(within limit: Duration = .seconds(60), _ condition: (SandboxState) async -> Bool) async throws {
+        let deadline = ContinuousClock.now + limit
         while await !condition(sandbox.state), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
     }
 

@@ -220,10 +220,7 @@ struct FHIRProxyTests {
         #expect(page.status == 200 && page.body.count == 6_000_000)
         #expect(page.body.prefix(12) == Array(#"{"resourceTy"#.utf8)[...])
         // The EHR's side ended well too (its count comes just after its last write).
-        let deadline = ContinuousClock.now + .seconds(10)
-        while await h.sandbox.state.streamsSentWhole == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await h.waitForSandbox(within: .seconds(10)) { await $0.streamsSentWhole > 0 }
         #expect(await h.sandbox.state.streamsSentWhole == 1)
         #expect(await h.sandbox.state.streamsCutShort == 0)
     }
@@ -518,10 +515,7 @@ struct FHIRProxyTests {
         // The EHR's stream is cut short within seconds. Left open, the EHR's connection would
         // be held, with the rest of the body on it, until the stall timeout or the sandbox's
         // own write timeout (30 s) gave up on it.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while await h.sandbox.state.streamsCutShort == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await h.waitForSandbox(within: .seconds(10)) { await $0.streamsCutShort > 0 }
         #expect(await h.sandbox.state.streamsCutShort == 1)
         #expect(await h.sandbox.state.streamsSentWhole == 0)
 
