@@ -118,7 +118,7 @@ run() { wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s "$WORK/headers.lua" "$1" | 
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
     /Requests\/sec/ { rps=$2 } $1=="50%" { p50=ms($2) } $1=="99%" { p99=ms($2) } /Non-2xx/ { bad=$4 }
     END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad+0 }'; }
-# cpu_us/req and kinsn/req (thousands of instructions retired per request): smart-bff's own for
+# cpu_us/req (of it, the kernel's) and kinsn/req (thousands of instructions retired per request): smart-bff's own for
 # bff; for nginx, the proxying worker's (with the upstream side too, unless NGINX_PROXY=own);
 # the EHR's worker serving directly for direct.
 for who in $WHO; do : > "$WORK/$who"; done
@@ -140,9 +140,9 @@ for r in $(seq 1 "$ROUNDS"); do
   measured "http://127.0.0.1:$UP/fhir/Patient/bench" "$NGINX_WORKER" >> "$WORK/direct"
 done
 for who in $WHO; do
-  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%-6s db_us/req=%-6s kinsn/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
+  printf "%-6s c=%s rps=%-8s p50ms=%-7s p99ms=%-7s non2xx=%-3s cpu_us/req=%-6s (kernel %-6s) db_us/req=%-6s kinsn/req=%s\n" "$who" "$CONNS" "$(cut -d' ' -f1 "$WORK/$who" | median)" \
     "$(cut -d' ' -f2 "$WORK/$who" | median)" "$(cut -d' ' -f3 "$WORK/$who" | median)" "$(cut -d' ' -f4 "$WORK/$who" | paste -sd+ | bc)" \
-    "$(cut -d' ' -f5 "$WORK/$who" | median)" "$(cut -d' ' -f7 "$WORK/$who" | median)" "$(cut -d' ' -f6 "$WORK/$who" | median)"
+    "$(cut -d' ' -f5 "$WORK/$who" | median)" "$(cut -d' ' -f7 "$WORK/$who" | median)" "$(cut -d' ' -f8 "$WORK/$who" | median)" "$(cut -d' ' -f6 "$WORK/$who" | median)"
 done
 b=$(cut -d' ' -f1 "$WORK/bff" | median); n=$(cut -d' ' -f1 "$WORK/nginx" | median)
 awk -v b="$b" -v n="$n" 'BEGIN { printf "ratio smart-bff/nginx-proxy = %.2f\n", b/n }'

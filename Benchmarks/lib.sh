@@ -35,6 +35,12 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
+# Of those, the seconds spent in the kernel on the process's behalf (system calls, the
+# loopback TCP they run, page faults).
+system_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ print $15 / hz }' "/proc/$1/stat"
+}
+
 # Busy CPU seconds of the throwaway PostgreSQL (the postmaster, its live backends, and the
 # backends that have exited, which the postmaster's cutime/cstime hold): what the database
 # spends on smart-bff's behalf, which /proc/PID/stat of smart-bff does not show.
@@ -53,14 +59,17 @@ count_instructions() {
 }
 
 # Runs "$@" (one load run that prints its requests/s first, over $SECS seconds) while
-# watching process $1; prints the run's line, then the CPU microseconds and the thousands
-# of instructions that process spent per request.
+# watching process $1; prints the run's line, then the CPU microseconds, the thousands of
+# instructions, and the kernel's CPU microseconds that process spent per request.
 measured_load() {
-  local pid=$1 c0 c1 out insn; shift
-  c0=$(cpu_seconds "$pid")
+  local pid=$1 c0 c1 k0 k1 out insn; shift
+  c0=$(cpu_seconds "$pid"); k0=$(system_seconds "$pid")
   count_instructions "$pid" "$SECS" > "$WORK/insn" &
-  out=$("$@"); c1=$(cpu_seconds "$pid"); wait $!; insn=$(cat "$WORK/insn")
-  echo "$out $(awk -v a="$c0" -v b="$c1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN { split(o, x, " "); printf "%.2f ", (b-a)*1e6/(x[1]*s); if (i == "n/a") print i; else printf "%.2f\n", i/(x[1]*s)/1000 }')"
+  out=$("$@"); c1=$(cpu_seconds "$pid"); k1=$(system_seconds "$pid"); wait $!; insn=$(cat "$WORK/insn")
+  echo "$out $(awk -v a="$c0" -v b="$c1" -v ka="$k0" -v kb="$k1" -v o="$out" -v s="$SECS" -v i="$insn" 'BEGIN {
+    split(o, x, " "); n = x[1] * s; printf "%.2f ", (b-a)*1e6/n
+    if (i == "n/a") printf "n/a "; else printf "%.2f ", i/n/1000
+    printf "%.2f\n", (kb-ka)*1e6/n }')"
 }
 
 wait_for_port() {
