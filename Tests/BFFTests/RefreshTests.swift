@@ -48,6 +48,9 @@ struct RefreshTests {
         await h.sandbox.state.expireAccessTokens()
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         #expect(await h.sandbox.state.refreshCount == 2) // the kept refresh token still works
+        // Each read the EHR refused is in the audit trail, as is its retry.
+        await h.bff.services.audit.flush()
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [401, 200, 401, 200])
     }
 
     @Test("invalid_grant ends the session: 401 with a session-ended problem, then no session")
@@ -62,6 +65,9 @@ struct RefreshTests {
         #expect(page.status == 401)
         #expect(try JSONParser.parse(page.body)["type"]?.stringValue?.hasSuffix("session-ended") == true)
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
+        // The read reached the EHR (which refused it): it is in the audit trail.
+        await h.bff.services.audit.flush()
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [401])
     }
 
     @Test("invalid_grant with reads waiting on two instances: the EHR is asked once, every read is 401, the session is gone")
@@ -165,6 +171,10 @@ struct RefreshTests {
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
         await h.sandbox.state.setTokenEndpointStatus(nil)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        // Both reads reached the EHR, which refused the expired token each time; the second
+        // was retried after the refresh.
+        await h.bff.services.audit.flush()
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [401, 401, 200])
     }
 
     @Test("a refresh the EHR answers after the deadline: 503 then, and what the EHR answered is stored, so a rotated refresh token is not lost")

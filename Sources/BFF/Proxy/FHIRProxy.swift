@@ -42,10 +42,12 @@ struct FHIRProxy: Sendable {
         let url = FHIRProxy.upstreamURL(base: launch.iss, path: path, query: query)
         var upstream = try await send(request, launch: launch, url: url, target: target, token: token)
         if upstream.status == 401 {
+            // The EHR was asked and refused: in the trail as it was, whatever the refresh brings.
+            auditRecorder(request: request, launch: launch, target: target, status: upstream.status)(0)
+            upstream.body.cancel()
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
-            upstream.body.cancel()
             upstream = try await send(request, launch: launch, url: url, target: target, token: tokens.accessToken)
         }
         return try await respond(upstream, request: request, launch: launch, target: target, rewriter: entry.rewriter)
