@@ -18,6 +18,10 @@ public struct SMARTScopes: Sendable, Equatable {
         /// `_contained`): read or search permission with no restriction, as a restriction
         /// filters the matches and not what they bring in.
         case include
+        /// Resources of another type whose data a search's filters read (`_has`, chained
+        /// parameters): search permission on that type with no restriction, as the query's
+        /// restriction parameter applies to the matches and not to them.
+        case filter
     }
 
     struct Grant: Sendable, Equatable {
@@ -77,8 +81,8 @@ public struct SMARTScopes: Sendable, Equatable {
 
     /// Whether `interaction` on `resourceType` is granted; `resourceType` `"*"` (results of
     /// any type) only by a wildcard grant. For searches, v2 restrictions must be met by the
-    /// query (`category=code` or `category=system|code`); type history and included
-    /// resources need a grant with no restrictions (see `Interaction`).
+    /// query (`category=code` or `category=system|code`); type history, included resources
+    /// and filters on other types need a grant with no restrictions (see `Interaction`).
     ///
     /// A read by id (read, vread, an instance's history) is allowed by a restricted grant:
     /// the BFF cannot know a single resource's category before reading it, so there the
@@ -91,7 +95,7 @@ public struct SMARTScopes: Sendable, Equatable {
             switch interaction {
             case .read:
                 return grant.read
-            case .history, .operation:
+            case .history, .operation, .filter:
                 return grant.search && grant.restrictions.isEmpty
             case .include:
                 return (grant.read || grant.search) && grant.restrictions.isEmpty

@@ -117,7 +117,7 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
     }
 
-    @Test("a search that includes resources of types the launch was not granted is 403 with no upstream call")
+    @Test("a search that includes, or filters on, resources of types the launch was not granted is 403 with no upstream call")
     func includedTypes() async throws {
         let h = try await BFFHarness.start(registrations: { s, _ in
             [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app", standaloneScope: "launch/patient openid fhirUser patient/Patient.rs")]
@@ -132,8 +132,15 @@ struct FHIRProxyTests {
         let untargeted = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&_include=Patient:general-practitioner", launch: launch)
         #expect(untargeted.status == 403 && untargeted.text.contains("/problems/scope"), "\(untargeted.status)")
         #expect(untargeted.text.contains("name the target type"), "\(untargeted.text)")
+        // _has says whether a patient has a matching Observation: a read of Observations.
+        let has = try await browser.api(h.baseURL + "/fhir/Patient?_has:Observation:patient:code=1234-5", launch: launch)
+        #expect(has.status == 403 && has.text.contains("do not allow filtering on Observation data (through _has:Observation:patient:code)"),
+                "\(has.status): \(has.text)")
         for query in ["_revinclude:iterate=Observation:patient", "_include=Patient:link:Patient&_include:iterate=Patient:organization:Organization",
-                      "_contained=true"] {
+                      "_contained=true", "_has:Condition:subject:_has:Observation:focus:code=x", "general-practitioner:Practitioner.name=x",
+                      "general-practitioner.name=x", "organization:Organization.partof:Organization.name=x", "_filter=name%20eq%20x",
+                      // Hidden behind ;, which some servers split queries at.
+                      "_count=1;_revinclude=Observation:patient", "x=1;_has:Observation:patient:code=1"] {
             let refused = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&" + query, launch: launch)
             #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(query): \(refused.status)")
         }
@@ -146,9 +153,10 @@ struct FHIRProxyTests {
         let search = try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1", launch: launch)
         #expect(search.status == 200)
         #expect(try JSONParser.parse(search.body)["entry"]?.arrayValue?.first?["resource"]?["id"]?.stringValue == "pat-1")
-        // Including a granted type (Patient) goes through.
+        // Including, or filtering on, a granted type (Patient) goes through.
         #expect(try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&_include=Patient:link:Patient", launch: launch).status == 200)
-        #expect(await h.sandbox.state.fhirRequests == 2)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient?_id=pat-1&link:Patient.name=x", launch: launch).status != 403)
+        #expect(await h.sandbox.state.fhirRequests == 3)
     }
 
     @Test("a page of search results at the EHR's base needs a search scope: a launch that may only read gets 403 with no upstream call")

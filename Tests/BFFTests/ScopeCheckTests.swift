@@ -42,7 +42,7 @@ struct IncludedResourceScopeTests {
 
     /// Whether a query on a launch with `scope` is let through by the inclusion check.
     static func allowed(_ scope: String, _ query: Query) -> Bool {
-        FHIRInclusion.firstRefused(in: query, by: SMARTScopes(scope)) == nil
+        FHIRQueryReach.firstRefused(in: query, by: SMARTScopes(scope)) == nil
     }
 
     @Test("the type each parameter includes: Source for _revinclude, Target for _include, * when the query does not name it")
@@ -57,7 +57,7 @@ struct IncludedResourceScopeTests {
             ("_contained", "true"), ("_contained", "both"), ("_contained", "false"),
             ("_INCLUDE", "Observation:patient:Patient"), ("patient", "Observation:patient:Patient"), ("_containedType", "contained"),
         ]
-        let expected: [(String, FHIRInclusion.Kind)] = [
+        let expected: [(String, FHIRQueryReach.Kind)] = [
             ("_revinclude", .named("Observation")), ("_revinclude", .named("Provenance")),
             ("_include", .named("Medication")), ("_include", .untargeted),
             ("_include:iterate", .named("Observation")), ("_revinclude:iterate", .named("Observation")),
@@ -67,8 +67,8 @@ struct IncludedResourceScopeTests {
             ("_contained", .contained), ("_contained", .contained),
             ("_INCLUDE", .named("Patient")),
         ]
-        let found = FHIRInclusion.all(in: query)
-        #expect(found == expected.map { FHIRInclusion(parameter: $0.0, kind: $0.1) })
+        let found = FHIRQueryReach.all(in: query)
+        #expect(found == expected.map { FHIRQueryReach(parameter: $0.0, kind: $0.1) })
         #expect(found.map(\.type) == expected.map { if case let .named(type) = $0.1 { type } else { "*" } })
     }
 
@@ -124,15 +124,57 @@ struct IncludedResourceScopeTests {
         #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.r", [("_revinclude", "Observation:patient")]))
     }
 
+    @Test("the types _has, chained parameters and _filter filter on: named, or any")
+    func filters() {
+        let query: Query = [
+            ("_has:Observation:patient:code", "1234-5"), ("_HAS:Condition:subject:_has:Observation:focus:code:text", "x"),
+            ("_has:Observation:patient:subject:Patient.name", "x"), ("_has:Observation", "x"), ("_has:observation:patient:code", "x"),
+            ("subject:Patient.name", "x"), ("subject.name", "x"), ("organization:Organization.partof:Organization.name:exact", "x"),
+            ("_filter", "name eq x"), ("code:text", "x"), ("value-quantity", "5.4|http://unitsofmeasure.org|mg"),
+        ]
+        let expected: [(String, FHIRQueryReach.Kind)] = [
+            ("_has:Observation:patient:code", .filtered("Observation")),
+            ("_HAS:Condition:subject:_has:Observation:focus:code:text", .filtered("Condition")),
+            ("_HAS:Condition:subject:_has:Observation:focus:code:text", .filtered("Observation")),
+            ("_has:Observation:patient:subject:Patient.name", .filtered("Observation")),
+            ("_has:Observation:patient:subject:Patient.name", .filtered("Patient")),
+            ("_has:Observation", .filteredUntyped), ("_has:observation:patient:code", .filteredUntyped),
+            ("subject:Patient.name", .filtered("Patient")), ("subject.name", .filteredUntyped),
+            ("organization:Organization.partof:Organization.name:exact", .filtered("Organization")),
+            ("organization:Organization.partof:Organization.name:exact", .filtered("Organization")),
+            ("_filter", .filteredUntyped),
+        ]
+        #expect(FHIRQueryReach.all(in: query) == expected.map { FHIRQueryReach(parameter: $0.0, kind: $0.1) })
+    }
+
+    @Test("a filter on another type needs a search grant on it with no restriction; an untyped one, a wildcard grant")
+    func filterGrants() {
+        let scope = "patient/Patient.rs"
+        #expect(!IncludedResourceScopeTests.allowed(scope, [("_has:Observation:patient:code", "1234-5")]))
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.rs", [("_has:Observation:patient:code", "1234-5")]))
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Observation.s", [("_has:Observation:patient:code", "1234-5")]))
+        // Reading one Observation by id is not searching them.
+        #expect(!IncludedResourceScopeTests.allowed(scope + " patient/Observation.r", [("_has:Observation:patient:code", "1234-5")]))
+        // A restricted grant does not count, even with its category in the filter.
+        #expect(!IncludedResourceScopeTests.allowed(scope + " " + ScopeCheckTests.laboratory,
+                                                    [("_has:Observation:patient:category", "laboratory")]))
+        #expect(!IncludedResourceScopeTests.allowed(ScopeCheckTests.laboratory, [("derived-from:Observation.category", "social-history")]))
+        #expect(IncludedResourceScopeTests.allowed("patient/Observation.rs", [("derived-from:Observation.category", "social-history")]))
+        #expect(!IncludedResourceScopeTests.allowed(scope + " patient/Practitioner.rs", [("general-practitioner.name", "x")]))
+        #expect(IncludedResourceScopeTests.allowed(scope + " patient/Practitioner.rs", [("general-practitioner:Practitioner.name", "x")]))
+        #expect(IncludedResourceScopeTests.allowed("patient/*.rs", [("general-practitioner.name", "x"), ("_filter", "x")]))
+        #expect(IncludedResourceScopeTests.allowed(scope, [("name:exact", "x"), ("birthdate", "ge2000-01-01")]))
+    }
+
     @Test("the refusal tells the front end what to do, and never echoes a value")
     func refusals() throws {
         let scopes = IncludedResourceScopeTests.patientOnly
-        let revinclude = try #require(FHIRInclusion.firstRefused(in: [("_revinclude", "Observation:patient")], by: scopes))
+        let revinclude = try #require(FHIRQueryReach.firstRefused(in: [("_revinclude", "Observation:patient")], by: scopes))
         #expect(revinclude.refusal.hasPrefix("The launch's scopes do not allow including Observation (through _revinclude)"))
-        let untargeted = try #require(FHIRInclusion.firstRefused(in: [("_include", "Patient:general-practitioner")], by: scopes))
+        let untargeted = try #require(FHIRQueryReach.firstRefused(in: [("_include", "Patient:general-practitioner")], by: scopes))
         #expect(untargeted.refusal.contains("name the target type, as in _include=MedicationRequest:medication:Medication"))
         #expect(!untargeted.refusal.contains("general-practitioner"))
-        let contained = try #require(FHIRInclusion.firstRefused(in: [("_contained", "true")], by: scopes))
+        let contained = try #require(FHIRQueryReach.firstRefused(in: [("_contained", "true")], by: scopes))
         #expect(contained.refusal.contains("wildcard scope such as patient/*.rs"))
     }
 }

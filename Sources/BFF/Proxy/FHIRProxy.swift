@@ -85,10 +85,10 @@ struct FHIRProxy: Sendable {
         return url
     }
 
-    /// The path's resources, and those the query brings in besides (`FHIRInclusion`), must be
+    /// The path's resources, and those the query reaches besides (`FHIRQueryReach`), must be
     /// within the launch's scopes.
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
-        let query = request.queryItems
+        let query = FHIRProxy.scopeCheckedItems(request.query)
         switch FHIRInteraction(path: path).access {
         case .open:
             break
@@ -108,10 +108,26 @@ struct FHIRProxy: Sendable {
             case (_, .search): "searching \(type)"
             case (_, .read): "reading \(type)"
             case (_, .include): "including \(type)"
+            case (_, .filter): "filtering on \(type) data"
             }
             throw Problems.outsideScopes("The launch's scopes do not allow \(what).")
         }
-        if let refused = FHIRInclusion.firstRefused(in: query, by: scopes) { throw Problems.outsideScopes(refused.refusal) }
+        if let refused = FHIRQueryReach.firstRefused(in: query, by: scopes) { throw Problems.outsideScopes(refused.refusal) }
+    }
+
+    /// The query's pairs as the scope check reads them: split at `;` as well as `&`, as some
+    /// servers split queries (older Python, Go before 1.17, older Rack).
+    /// A parameter such as `_revinclude` after a `;` is then checked, whichever way the EHR
+    /// reads it; where it does not split there, the check is only stricter.
+    /// (`FHIRPath.problem` saw to it that every pair decodes.)
+    static func scopeCheckedItems(_ query: String?) -> [(name: String, value: String)] {
+        guard let query else { return [] }
+        return query.split(whereSeparator: { $0 == "&" || $0 == ";" }).compactMap { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = PercentEncoding.decodeFormComponent(parts[0]),
+                  let value = parts.count > 1 ? PercentEncoding.decodeFormComponent(parts[1]) : "" else { return nil }
+            return (name: name, value: value)
+        }
     }
 
     /// The upstream's response head; a read that gets none (the EHR did not answer in time,
