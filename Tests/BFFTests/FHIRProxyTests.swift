@@ -71,6 +71,8 @@ struct FHIRProxyTests {
         "/fhir/Patient/..%2F..%2Fadmin", "/fhir/Patient/%2e%2e/x", "/fhir/..", "/fhir/Patient//pat-1", "/fhir/Patient/pat-1%00",
         "/fhir/Patient/a%5cb", "/fhir/Patient/a@b", "/fhir/http:%2F%2Fevil.example%2FPatient", "/fhir/Patient/pat-1?x=" + String(repeating: "a", count: 5000),
         "/fhir/", "/fhir/Patient/%252e%252e",
+        // Control bytes percent-encoded in the query, any of them, in either case.
+        "/fhir/Patient?name=a%0Ab", "/fhir/Patient?name=a%09b", "/fhir/Patient?name=a%1bb", "/fhir/Patient?name=a%7fb",
         // At the base itself only a page of search results: not a system search, nor a page with a search's parameters.
         "/fhir", "/fhir?_type=Observation", "/fhir?_getpages=x&patient=pat-2", "/fhir?_getpages=", "/fhir?_count=10",
         // A page id the BFF did not bind (`PageBinding`), and a page at /fhir/ rather than /fhir.

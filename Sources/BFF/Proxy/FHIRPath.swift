@@ -36,7 +36,7 @@ enum FHIRPath {
         if !path.isEmpty, let problem = pathProblem(path) { return problem }
         if let query {
             guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return "The query holds control or non-ASCII bytes." }
-            guard !containsEncoded(query, ["%00", "%0a", "%0d"]) else { return "The query holds encoded control bytes." }
+            guard !containsEncodedControl(query) else { return "The query holds encoded control bytes." }
             // What the scope check reads must be what the EHR gets: a `#` would end the query
             // sent upstream (the rest a fragment, dropped) while the check and the audit trail
             // read on; a pair that does not decode would be skipped by the check alone.
@@ -112,6 +112,22 @@ enum FHIRPath {
     /// ASCII letters and digits.
     static func isLetterOrDigit(_ b: UInt8) -> Bool {
         (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A)
+    }
+
+    /// Whether `s` holds a percent-encoded control byte: `%00`–`%1F` or `%7F`, in any case.
+    static func containsEncodedControl(_ s: String) -> Bool {
+        let bytes = Array(s.utf8)
+        var i = 0
+        while i + 2 < bytes.count {
+            if bytes[i] == UInt8(ascii: "%") {
+                let high = bytes[i + 1], low = bytes[i + 2] | 0x20 // ASCII letters to lower case
+                let isHex = (low >= 0x30 && low <= 0x39) || (low >= 0x61 && low <= 0x66)
+                if isHex && (high == UInt8(ascii: "0") || high == UInt8(ascii: "1")) { return true }
+                if high == UInt8(ascii: "7") && low == UInt8(ascii: "f") { return true }
+            }
+            i += 1
+        }
+        return false
     }
 
     static func containsEncoded(_ s: String, _ needles: [String]) -> Bool {
