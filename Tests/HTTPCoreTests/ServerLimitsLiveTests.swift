@@ -52,6 +52,46 @@ struct ServerLimitsLiveTests {
         }
     }
 
+    @Test("a request begun while the one before is answered gets its 408 too: its time runs once the server reads again")
+    func requestReadTimeoutAfterResponse() async throws {
+        try await withLiveServer({ $0.requestReadTimeout = 0.5; $0.idleTimeout = 30 }) { server in
+            let port = server.port
+            let (first, second, closed, elapsed) = try await runBlocking { () throws -> (Int?, Int?, Bool, Double) in
+                let c = try RawHTTPClient(port: port)
+                c.send(get("/slow"))
+                Thread.sleep(forTimeInterval: 0.1) // /slow (300 ms) is being answered
+                c.send("GET /fast HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+                let first = c.readResponse(timeout: 10)?.status
+                let started = Date()
+                let second = c.readResponse(timeout: 20)?.status
+                return (first, second, c.isClosedByPeer(timeout: 5), Date().timeIntervalSince(started))
+            }
+            #expect(first == 200)
+            #expect(second == 408, "the unfinished request was held until the idle timeout")
+            #expect(closed)
+            #expect(elapsed < 8, "408 after \(elapsed) s") // the idle timeout is 30 s
+        }
+    }
+
+    @Test("a refused HEAD request (400, 408) gets a head with no body")
+    func headRefusals() async throws {
+        try await withLiveServer({ $0.requestReadTimeout = 0.5 }) { server in
+            let port = server.port
+            let (malformed, late) = try await runBlocking { () throws -> (String, String) in
+                let c = try RawHTTPClient(port: port)
+                c.send("HEAD /fast HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n")
+                let malformed = String(decoding: c.readUntilClose(timeout: 10), as: UTF8.self)
+                let d = try RawHTTPClient(port: port)
+                d.send("HEAD /fast HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+                return (malformed, String(decoding: d.readUntilClose(timeout: 10), as: UTF8.self))
+            }
+            for (text, status) in [(malformed, "400"), (late, "408")] {
+                #expect(text.hasPrefix("HTTP/1.1 \(status) "), "\(text)")
+                #expect(text.hasSuffix("\r\n\r\n"), "a body after the head: \(text)")
+            }
+        }
+    }
+
     @Test("an idle keep-alive connection is closed after idleTimeout")
     func idleTimeout() async throws {
         try await withLiveServer({ $0.idleTimeout = 0.5 }) { server in

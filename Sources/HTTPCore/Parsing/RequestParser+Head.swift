@@ -72,7 +72,9 @@ extension RequestParser {
         }
         guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in request line")) }
         switch parseRequestLine(b, from: 0, to: lf - 1) {
-        case let .success(line): progress.line = line
+        case let .success(line):
+            progress.line = line
+            requestMethod = line.method
         case let .failure(e): return .failure(e)
         }
         progress.headers = HTTPHeaders(minimumCapacity: 16) // browsers send 10 to 15 fields: one allocation, no regrowth

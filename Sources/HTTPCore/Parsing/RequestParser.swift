@@ -41,6 +41,9 @@ public struct RequestParser: Sendable {
     }
 
     public let limits: HTTPLimits
+    /// The method of the request being read, once its request line has arrived (kept when
+    /// the request is refused: a refusal of a HEAD request has no body); nil between requests.
+    public internal(set) var requestMethod: String?
     private var state: State = .head
     private var current: ParsedRequest?
     /// The head read so far, while it has not arrived whole.
@@ -158,6 +161,7 @@ public struct RequestParser: Sendable {
     private mutating func finish(consumed: Int) -> ParseOutcome {
         let request = current!
         current = nil
+        requestMethod = nil
         state = request.keepAlive ? .head : .closed
         return .complete(request, consumed: consumed)
     }

@@ -147,18 +147,15 @@ final class Connection: @unchecked Sendable {
     /// Answers every complete request in `input`, in order, as long as the answers are
     /// immediate; stops at the first one that needs a task, or while the client is behind in
     /// reading. Once the client has closed its side and everything it sent is answered, the
-    /// connection closes after the last byte is written; a request it left incomplete ends
-    /// it at once.
+    /// connection closes after the last byte is written. A request it left incomplete, which
+    /// can never be completed now, is dropped: the answers before it still go out whole.
     private func processInput() {
         while true {
             guard answerBufferedRequests() else { return }
             // Requests, or the close after the client's, wait for the client to read.
             let deferred = outputBacklogged
             if phase == .reading && peerClosed && !deferred {
-                guard input.isEmpty && parser.isAtMessageStart else {
-                    abort()
-                    return
-                }
+                input.removeAll()
                 phase = .closing
             }
             flush()
@@ -176,7 +173,13 @@ final class Connection: @unchecked Sendable {
             switch outcome {
             case let .needMoreData(consumed):
                 input.removeFirst(consumed)
-                if input.isEmpty && parser.isAtMessageStart { readDeadline = nil }
+                if input.isEmpty && parser.isAtMessageStart {
+                    readDeadline = nil
+                } else if readDeadline == nil {
+                    // Part of a request, perhaps sent while the one before was answered: its
+                    // time runs from now, as the server reads again.
+                    readDeadline = loop.now + server.configuration.requestReadTimeout
+                }
                 return true
             case let .continueRequested(consumed):
                 input.removeFirst(consumed)
@@ -188,7 +191,9 @@ final class Connection: @unchecked Sendable {
                 return false
             case let .complete(parsed, consumed):
                 input.removeFirst(consumed)
-                readDeadline = input.isEmpty ? nil : loop.now + server.configuration.requestReadTimeout
+                // The next request's time runs once the server reads again (`.needMoreData`),
+                // not while this one is answered.
+                readDeadline = nil
                 dispatch(parsed)
             }
         }
@@ -378,7 +383,8 @@ final class Connection: @unchecked Sendable {
         let response = HTTPError(error.status, detail: error.reason).response
         ResponseHead.write(response, version: .http11, framing: .length(bodyLength(response)), keepAlive: false,
                            date: loop.dateHeader, into: &output)
-        if case let .bytes(body) = response.body { output.append(contentsOf: body) }
+        // No content in any response to HEAD (RFC 9110 §9.3.2); the length says what a GET's would be.
+        if parser.requestMethod != "HEAD", case let .bytes(body) = response.body { output.append(contentsOf: body) }
         phase = .closing
     }
 
