@@ -65,6 +65,21 @@ extension String {
     }
 }
 
+extension Substring.UTF8View {
+    /// Without the spaces and tabs (OWS) around it.
+    func trimmingOWS() -> Substring.UTF8View {
+        var s = self
+        while let f = s.first, f == SP || f == HT { s = s.dropFirst() }
+        while let l = s.last, l == SP || l == HT { s = s.dropLast() }
+        return s
+    }
+
+    /// Whether these bytes are `other`'s, ignoring the case of ASCII letters.
+    func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        count == other.utf8.count && zip(self, other.utf8).allSatisfy(String.sameIgnoringASCIICase)
+    }
+}
+
 extension Substring {
     func trimmingSpaces() -> Substring {
         var s = self

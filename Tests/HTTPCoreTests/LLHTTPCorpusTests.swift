@@ -18,6 +18,8 @@ struct LLHTTPCorpusTests {
         "POST with `chunked` as last transfer-encoding": "only a lone `chunked` coding is supported: `deflate, chunked` is 501",
         "POST with `chunked` as last transfer-encoding (multiple headers)": "only a lone `chunked` coding is supported: `deflate` + `chunked` is 501",
         "`host:port` and basic auth": "absolute-form with userinfo (`http://a%12:b!&*$@…`) is refused (400)",
+        "Fragment in URI": "a fragment is never part of a request target (RFC 9112 §3.2): a `#` is refused (400), where a "
+            + "reader behind this one might cut the target there",
         // Accepted by us, refused by llhttp:
         "Invalid method": "MKCOLA is a valid method token (RFC 9110 §9); routing answers it (404/405)",
         "HTTP protocol and ANNOUNCE method": "ANNOUNCE is a valid method token with HTTP/1.0; routing answers it",

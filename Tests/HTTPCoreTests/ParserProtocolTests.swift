@@ -26,11 +26,13 @@ struct ParserProtocolTests {
         #expect(Wire.refusal("PRI * HTTP/1.1\r\nHost: a\r\n\r\n") == 505)
     }
 
-    @Test("HTTP/2.0 and HTTP/1.2 request lines are 505")
+    @Test("HTTP/2.0 and HTTP/0.9 request lines are 505; a later HTTP/1 minor version is read as HTTP/1.1 (RFC 9110 §2.5)")
     func unsupportedVersions() {
         #expect(Wire.refusal("GET / HTTP/2.0\r\nHost: a\r\n\r\n") == 505)
-        #expect(Wire.refusal("GET / HTTP/1.2\r\nHost: a\r\n\r\n") == 505)
         #expect(Wire.refusal("GET / HTTP/0.9\r\n\r\n") == 505)
+        let later = Wire.request("GET / HTTP/1.2\r\nHost: a\r\n\r\n")
+        #expect(later?.version == .http11 && later?.keepAlive == true)
+        #expect(Wire.refusal("GET / HTTP/1.9\r\n\r\n") == 400, "as HTTP/1.1, it needs a Host")
     }
 
     @Test("a malformed version is 400")
@@ -83,6 +85,17 @@ struct ParserProtocolTests {
     func http11Close() {
         #expect(Wire.request("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")?.keepAlive == false)
         #expect(Wire.request("GET / HTTP/1.1\r\nHost: a\r\nConnection: te, CLOSE\r\n\r\n")?.keepAlive == false)
+    }
+
+    @Test("Connection is a list of tokens read byte by byte: empty elements are skipped, anything else is 400")
+    func connectionTokens() {
+        #expect(Wire.request("GET / HTTP/1.1\r\nHost: a\r\nConnection: , close,\r\n\r\n")?.keepAlive == false)
+        #expect(Wire.request("GET / HTTP/1.1\r\nHost: a\r\nConnection: \t\r\n\r\n")?.keepAlive == true)
+        // A comma then a combining mark (U+0301, bytes CC 81) is one Character in Swift: a
+        // split by Characters saw "foo" and ",\u{301} close" and missed the close.
+        #expect(Wire.refusal("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo,\u{CC}\u{81} close\r\n\r\n") == 400)
+        #expect(Wire.refusal("GET / HTTP/1.1\r\nHost: a\r\nConnection: \"close\"\r\n\r\n") == 400)
+        #expect(Wire.refusal("GET / HTTP/1.1\r\nHost: a\r\nConnection: close keep-alive\r\n\r\n") == 400)
     }
 
     @Test("close wins over keep-alive, whatever their order (RFC 9112 §9.3)")

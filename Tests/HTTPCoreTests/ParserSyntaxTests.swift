@@ -115,6 +115,22 @@ struct ParserSyntaxTests {
         #expect(Wire.refusal("GET http://a#frag HTTP/1.1\r\nHost: a\r\n\r\n") == 400)
     }
 
+    @Test("an absolute-form target without Host (HTTP/1.0) is accepted, its authority well-formed")
+    func absoluteFormWithoutHost() {
+        #expect(Wire.request("GET http://a/healthz HTTP/1.0\r\n\r\n")?.target == "/healthz")
+        #expect(Wire.refusal("GET http:///x HTTP/1.0\r\n\r\n") == 400)
+        #expect(Wire.refusal("GET http://u@a/x HTTP/1.0\r\n\r\n") == 400)
+        #expect(Wire.refusal("GET http://a\"b/x HTTP/1.0\r\n\r\n") == 400)
+    }
+
+    @Test("a fragment (#) is never part of a request target: 400, in origin-form and absolute-form")
+    func fragmentInTarget() {
+        #expect(Wire.refusal("GET /healthz#frag HTTP/1.1\r\nHost: a\r\n\r\n") == 400)
+        #expect(Wire.refusal("GET /a?q=1#x HTTP/1.1\r\nHost: a\r\n\r\n") == 400)
+        #expect(Wire.refusal("GET http://a/healthz#x HTTP/1.1\r\nHost: a\r\n\r\n") == 400)
+        #expect(Wire.request("GET /a?q=%23 HTTP/1.1\r\nHost: a\r\n\r\n")?.target == "/a?q=%23")
+    }
+
     @Test("asterisk-form is accepted for OPTIONS only")
     func asteriskForm() {
         #expect(Wire.request("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")?.target == "*")

@@ -153,7 +153,8 @@ struct ServerLiveTests {
                 return c.readUntilClose() // HTTP/1.0 without keep-alive: the server closes after its answer
             }
             let text = String(decoding: received, as: UTF8.self)
-            #expect(text.hasPrefix("HTTP/1.0 200 OK\r\n") && text.hasSuffix("\r\n\r\nhello"), "\(text)")
+            // The status line says the highest version the server implements (RFC 9110 §2.5).
+            #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n") && text.hasSuffix("\r\n\r\nhello"), "\(text)")
         }
     }
 }

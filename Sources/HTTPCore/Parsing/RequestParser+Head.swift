@@ -160,8 +160,9 @@ extension RequestParser {
               v[6] == 0x2E, (0x30...0x39).contains(v[5]), (0x30...0x39).contains(v[7])
         else { return .failure(.bad("invalid HTTP version")) }
         switch (v[5], v[7]) {
-        case (0x31, 0x31): return .success((method, target, .http11))
         case (0x31, 0x30): return .success((method, target, .http10))
+        // A later HTTP/1 minor version is read as the highest this server implements (RFC 9110 §2.5).
+        case (0x31, 0x31...0x39): return .success((method, target, .http11))
         default: return .failure(ParseError(.httpVersionNotSupported, "HTTP version not supported"))
         }
     }

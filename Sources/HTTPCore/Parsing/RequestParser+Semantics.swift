@@ -20,13 +20,17 @@ extension RequestParser {
         case let .failure(e): return .failure(e)
         }
 
-        // Connection: `close` wins over `keep-alive` in any order (RFC 9112 §9.3).
+        // Connection: `close` wins over `keep-alive` in any order (RFC 9112 §9.3). A list of
+        // tokens, read by bytes: anything else is refused, as readers in front of this server
+        // may take it for a close where this one would not, or the other way round.
         var close = false, keepAliveOption = false
         for value in framing.connection {
-            for token in value.split(separator: ",") {
-                let t = token.trimmingSpaces()
-                if String(t).equalsIgnoringASCIICase("close") { close = true }
-                if String(t).equalsIgnoringASCIICase("keep-alive") { keepAliveOption = true }
+            for element in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                let token = element.trimmingOWS()
+                if token.isEmpty { continue } // empty list elements are allowed (RFC 9110 §5.6.1)
+                guard token.allSatisfy({ ByteClass.token[Int($0)] }) else { return .failure(.bad("malformed Connection")) }
+                if token.equalsIgnoringASCIICase("close") { close = true }
+                if token.equalsIgnoringASCIICase("keep-alive") { keepAliveOption = true }
             }
         }
         // Upgrade (RFC 9110 §7.8): none is offered, and a server may ignore the field. The
@@ -70,8 +74,11 @@ extension RequestParser {
         return .head(request, consumed: consumed, body: body, expectsContinue: expectsContinue)
     }
 
-    /// Reduces the target to origin-form; absolute-form is accepted only for our own Host.
+    /// Reduces the target to origin-form; absolute-form is accepted only for our own Host
+    /// (or with no Host, which only HTTP/1.0 may leave out). A fragment is never part of a
+    /// target (RFC 9112 §3.2): a `#` is refused, where readers after this one might cut there.
     private func normalizeTarget(_ target: String, method: String, host: String?) -> Result<String, ParseError> {
+        if target.utf8.contains(UInt8(ascii: "#")) { return .failure(.bad("fragment in request target")) }
         if target.hasPrefix("/") { return .success(target) }
         if target == "*" {
             return method == "OPTIONS" ? .success(target) : .failure(.bad("asterisk-form is only for OPTIONS"))
@@ -82,17 +89,21 @@ extension RequestParser {
             return .failure(.bad("invalid request target"))
         }
         let afterScheme = target.dropFirst(schemeLength)
-        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" } ?? afterScheme.endIndex
         let authority = String(afterScheme[..<authorityEnd])
-        guard let host, authority.equalsIgnoringASCIICase(host), !authority.contains("@") else {
+        guard !authority.isEmpty, !authority.contains("@"), authority.utf8.allSatisfy({ ByteClass.host[Int($0)] }) else {
+            return .failure(.bad("invalid authority in request target"))
+        }
+        if let host, !authority.equalsIgnoringASCIICase(host) {
             return .failure(.bad("absolute-form target for another host"))
         }
         let rest = afterScheme[authorityEnd...]
-        if rest.hasPrefix("#") { return .failure(.bad("fragment in request target")) }
         return .success(rest.hasPrefix("/") ? String(rest) : "/" + rest)
     }
 
-    /// Only a single `chunked` is supported; other codings are 501, malformed lists 400.
+    /// Only a single `chunked` is supported. A list that does not end in `chunked` leaves the
+    /// body's length unknown: 400 (RFC 9112 §6.3, a MUST), as are malformed lists and
+    /// `chunked` twice; other codings before a final `chunked` are 501 (§6.1).
     private func checkChunkedOnly(_ fields: [String]) -> ParseError? {
         var codings: [Substring] = []
         for field in fields {
@@ -104,14 +115,11 @@ extension RequestParser {
                 codings.append(coding)
             }
         }
-        guard codings.count == 1 else {
-            let allKnown = codings.allSatisfy { String($0).equalsIgnoringASCIICase("chunked") }
-            return allKnown ? .bad("chunked applied more than once") : ParseError(.notImplemented, "unsupported transfer coding")
-        }
-        guard String(codings[0]).equalsIgnoringASCIICase("chunked") else {
-            return ParseError(.notImplemented, "unsupported transfer coding")
-        }
-        return nil
+        let isChunked = { (coding: Substring) in String(coding).equalsIgnoringASCIICase("chunked") }
+        guard isChunked(codings[codings.count - 1]) else { return .bad("chunked is not the final transfer coding") }
+        let others = codings.dropLast()
+        if others.contains(where: isChunked) { return .bad("chunked applied more than once") }
+        return others.isEmpty ? nil : ParseError(.notImplemented, "unsupported transfer coding")
     }
 
     /// Every Content-Length value must be the same run of digits.

@@ -1,9 +1,12 @@
 /// Serializes a response's status line and header fields.
 enum ResponseHead {
-    /// Writes the head into `out`. `framing` tells how the body is delimited.
+    /// Writes the head into `out`. `framing` tells how the body is delimited; `version` is the
+    /// request's (an HTTP/1.0 client is told a kept-alive connection stays open). The status
+    /// line says HTTP/1.1 whatever the request's version, the highest this server implements
+    /// (RFC 9110 §2.5).
     static func write(_ response: Response, version: HTTPVersion, framing: Framing, keepAlive: Bool,
                       date: [UInt8], into out: inout [UInt8]) {
-        out.append(version == .http10 ? http10 : http11)
+        out.append(http11)
         appendDecimal(response.status.code, to: &out)
         out.append(0x20)
         out.appendUTF8(response.status.reason)
@@ -95,7 +98,6 @@ enum ResponseHead {
 
     // StaticStrings, not arrays: appending them costs no reference counting.
     static let http11: StaticString = "HTTP/1.1 "
-    static let http10: StaticString = "HTTP/1.0 "
     static let crlf: StaticString = "\r\n"
     static let colonSpace: StaticString = ": "
     static let dateName: StaticString = "Date: "
