@@ -219,8 +219,9 @@ public final class PostgresSessionStore: SessionStore {
                 break
             case .discard:
                 _ = try await c.query("DELETE FROM tokens WHERE launch_hash = \(hash)")
-            case let .replace(replacement):
+            case let .replace(replacement, scope):
                 let sealed = try self.sealTokens(replacement, launchHash: hash)
+                if let scope { _ = try await c.query("UPDATE launches SET scope = \(scope) WHERE id_hash = \(hash)") }
                 _ = try await c.query("""
                     UPDATE tokens SET access_token = \(sealed.access), refresh_token = \(sealed.refresh.map(PostgresValue.bytes) ?? .null),
                            id_token = \(sealed.id.map(PostgresValue.bytes) ?? .null), response = \(sealed.response),

@@ -32,8 +32,8 @@ extension SandboxEHR {
             let rotate = await state.rotateRefreshTokens
             guard let token = form["refresh_token"], let grant = await state.refreshGrant(token, consume: rotate),
                   grant.clientID == client.id else { return oauthError("invalid_grant") }
-            return await tokenResponse(client: client, scope: grant.scope, patient: grant.patient, encounter: grant.encounter,
-                                       nonce: nil, includeRefresh: rotate, idToken: false)
+            return await tokenResponse(client: client, scope: await state.refreshScope ?? grant.scope, patient: grant.patient,
+                                       encounter: grant.encounter, nonce: nil, includeRefresh: rotate, idToken: false)
         default:
             return oauthError("unsupported_grant_type")
         }

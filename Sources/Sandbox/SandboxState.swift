@@ -56,6 +56,8 @@ public actor SandboxState {
     public private(set) var rotateRefreshTokens: Bool
     /// When set, refresh grants fail with this OAuth error (e.g. `invalid_grant`).
     public private(set) var refreshError: String?
+    /// When set, a refresh grants this scope (a narrower one, say) in place of the grant's.
+    public private(set) var refreshScope: String?
     /// When set, the token endpoint answers every request with this status (e.g. 503).
     public private(set) var tokenEndpointStatus: Int?
     /// Every request to the token endpoint waits this long before it is answered (counted
@@ -131,6 +133,8 @@ public actor SandboxState {
     public func setRotateRefreshTokens(_ on: Bool) { rotateRefreshTokens = on }
     /// Makes refresh answer `400 {"error": error}` (e.g. `invalid_grant`), or nil to succeed.
     public func setRefreshError(_ error: String?) { refreshError = error }
+    /// Makes refreshes grant `scope` in place of the original grant's, or nil to keep that.
+    public func setRefreshScope(_ scope: String?) { refreshScope = scope }
     /// Makes the token endpoint answer with this HTTP status (e.g. 503), or nil.
     public func setTokenEndpointStatus(_ status: Int?) { tokenEndpointStatus = status }
     /// Delays every token endpoint answer by `delay`, or not at all with nil.

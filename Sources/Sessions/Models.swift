@@ -157,8 +157,9 @@ public struct ProxyContext: Sendable {
 public enum TokenLockOutcome: Sendable {
     /// They stay as they are.
     case keep
-    /// These replace them (version + 1).
-    case replace(TokenSet)
+    /// These replace them (version + 1); with a `scope`, the launch's scope becomes it: the
+    /// scope the EHR says the new tokens carry (a refresh may narrow it).
+    case replace(TokenSet, scope: String?)
     /// The grant is gone: the tokens are deleted with the lock still held, so that no one
     /// waiting for it sends them again; the launch then has none (it answers 401).
     case discard

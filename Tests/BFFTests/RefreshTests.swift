@@ -53,6 +53,26 @@ struct RefreshTests {
         #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [401, 200, 401, 200])
     }
 
+    @Test("a refresh that narrows the scope narrows what the launch may read: /session says so, and an Observation search is 403 with no upstream call")
+    func refreshNarrowsScope() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch).status == 200)
+        let narrower = "launch/patient openid fhirUser patient/Patient.rs offline_access"
+        await h.sandbox.state.setRefreshScope(narrower)
+        await h.sandbox.state.expireAccessTokens()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200) // 401, refresh, retry
+        #expect(await h.sandbox.state.refreshCount == 1)
+        let session = try JSONParser.parse(try await browser.api(h.baseURL + "/session", launch: launch).body)
+        #expect(session["scope"]?.stringValue == narrower)
+        await h.sandbox.state.resetCounters()
+        let refused = try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch)
+        #expect(refused.status == 403 && refused.text.contains("/problems/scope"), "\(refused.status)")
+        #expect(await h.sandbox.state.fhirRequests == 0)
+    }
+
     @Test("invalid_grant ends the session: 401 with a session-ended problem, then no session")
     func invalidGrant() async throws {
         let h = try await BFFHarness.start()

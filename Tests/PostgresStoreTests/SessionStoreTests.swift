@@ -326,7 +326,7 @@ struct SessionStoreTests {
                         try await Task.sleep(for: .milliseconds(50))
                         var next = current
                         next.accessToken = "v2"
-                        return (.replace(next), true)
+                        return (.replace(next, scope: nil), true)
                     } ?? false
                 }
             }

@@ -156,7 +156,9 @@ actor TokenRefresher {
                         }
                         services.metrics.recordRefresh("ok")
                         let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
-                        return (.replace(next), .tokens(next))
+                        // The scope the EHR says the new tokens carry is what the scope check
+                        // goes by from now on: a refresh may narrow it (RFC 6749 §6).
+                        return (.replace(next, scope: response.scope), .tokens(next))
                     } catch let error as SMARTError where error.kind == .invalidGrant {
                         return (.discard, .grantGone)
                     }
