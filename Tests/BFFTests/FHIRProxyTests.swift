@@ -253,6 +253,27 @@ struct FHIRProxyTests {
                 "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
     }
 
+    @Test("an EHR that redirects a read outside its FHIR base: 502, no Location passed on, the read audited, counted as a redirect")
+    func redirectOutsideBase() async throws {
+        let front = try RiggedEHRFront(path: "/fhir/Binary/moved") { _ in
+            Array("HTTP/1.1 302 Found\r\nLocation: https://evil.example/steal\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let page = try await browser.api(h.baseURL + "/fhir/Binary/moved", launch: launch)
+        #expect(page.status == 502 && page.text.contains("outside its FHIR base"), "\(page.status): \(page.text)")
+        #expect(page.location == nil)
+        #expect(front.answered == 1)
+        await h.bff.services.audit.flush()
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [302])
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"redirect\"} 1"), "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+    }
+
     @Test("an EHR that stops sending in the middle of a small body: 504 at the read timeout, counted as a timeout")
     func stopsMidBody() async throws {
         let head = "HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nContent-Length: 1000\r\n\r\n"

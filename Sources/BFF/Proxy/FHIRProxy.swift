@@ -69,6 +69,9 @@ struct FHIRProxy: Sendable {
     /// The upstream status an audit entry carries when the EHR gave no response head.
     static let noAnswer = 0
 
+    /// The redirect statuses, which go on only with a `Location` under the EHR's base.
+    private static let redirects: Set<Int> = [301, 302, 303, 307, 308]
+
     /// The EHR's response fields passed on as they are (besides a rewritten `Location`).
     private static let passedFields = ["Content-Type", "ETag", "Last-Modified"]
 
@@ -192,8 +195,10 @@ struct FHIRProxy: Sendable {
         for name in FHIRProxy.passedFields {
             if let value = upstream.header(name) { response.headers.add(name, value) }
         }
-        if let location = upstream.header("Location") {
-            response.headers.add("Location", rewriter.rewrite(url: location))
+        // Only a URL under the EHR's base goes on, as the BFF's: the BFF sends browsers to
+        // no other place (a redirect to one is the EHR's bad answer; `refuseRedirect`).
+        if let location = upstream.header("Location").flatMap(rewriter.rewritten(url:)) {
+            response.headers.add("Location", location)
         }
         response.headers.replace("Cache-Control", "no-store")
         // The body is the EHR's (a Binary may be any type, HTML included): should a browser
@@ -207,6 +212,12 @@ struct FHIRProxy: Sendable {
         let declared = upstream.declaredLength
         let audit = auditRecorder(request: request, launch: launch, target: target, status: upstream.status)
         let body = upstream.body
+        if FHIRProxy.redirects.contains(upstream.status), response.headers["Location"] == nil {
+            body.cancel()
+            audit(0)
+            services.metrics.recordUpstreamError("redirect")
+            throw Problems.upstream(.badGateway, "The EHR redirected the read outside its FHIR base, where the BFF sends no browser.")
+        }
         let bodyless = request.method == "HEAD" || upstream.status == 204 || upstream.status == 304
         if bodyless {
             body.cancel()

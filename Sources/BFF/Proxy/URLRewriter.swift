@@ -237,11 +237,12 @@ struct URLRewriter {
         return carry
     }
 
-    /// A single URL (a `Location` header): the base in any of its spellings but JSON's
-    /// escapes, followed by `/`, becomes `<BFF public URL>/fhir/`.
-    func rewrite(url: String) -> String {
+    /// A single URL (a `Location` header) under the EHR's base: the base in any of its
+    /// spellings but JSON's escapes, followed by `/`, becomes `<BFF public URL>/fhir/`; nil
+    /// for any other URL.
+    func rewritten(url: String) -> String? {
         let bytes = Array(url.utf8)
-        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ patterns.base.match($0, from: 0, escapes: false) }) else { return url }
+        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ patterns.base.match($0, from: 0, escapes: false) }) else { return nil }
         return patterns.replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
     }
 }
