@@ -38,7 +38,10 @@ public struct IDTokenValidator: Sendable {
 
     /// The claim rules on an already verified payload.
     public func checkClaims(_ c: JSONValue, issuer: String, clientID: String, nonce: String?) throws(JWTError) -> IDTokenClaims {
-        guard c["iss"]?.stringValue == issuer else {
+        // Identifiers compare byte for byte (OpenID Connect Core §3.1.3.7: exact match): Swift's
+        // `==` takes canonically equivalent Unicode (K and the Kelvin sign) for equal.
+        func same(_ value: String?, _ expected: String) -> Bool { value.map { $0.utf8.elementsEqual(expected.utf8) } ?? false }
+        guard same(c["iss"]?.stringValue, issuer) else {
             // Signed by the issuer's key: a misnamed issuer (discovery's, or the registration's),
             // which the operator fixes from what the log says the EHR sends.
             let named = c["iss"]?.stringValue.map { "\"" + String($0.prefix(200)) + "\"" } ?? "missing"
@@ -46,13 +49,13 @@ public struct IDTokenValidator: Sendable {
         }
         switch c["aud"] {
         case let .string(aud)?:
-            guard aud == clientID else { throw .claim("aud", "is not the client id") }
+            guard same(aud, clientID) else { throw .claim("aud", "is not the client id") }
         case let .array(auds)?:
-            guard auds.count == 1, auds[0].stringValue == clientID else { throw .claim("aud", "must hold only the client id") }
+            guard auds.count == 1, same(auds[0].stringValue, clientID) else { throw .claim("aud", "must hold only the client id") }
         default:
             throw .claim("aud", "is missing or not a string or array")
         }
-        if let azp = c["azp"] { guard azp.stringValue == clientID else { throw .claim("azp", "is not the client id") } }
+        if let azp = c["azp"] { guard same(azp.stringValue, clientID) else { throw .claim("azp", "is not the client id") } }
         let now = self.now().timeIntervalSince1970
         guard let exp = c["exp"]?.doubleValue else { throw .claim("exp", "is missing or not a number") }
         guard exp + leeway > now else { throw .claim("exp", "is in the past") }

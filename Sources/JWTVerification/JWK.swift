@@ -19,10 +19,8 @@ public struct JWK: Sendable {
     /// non-string `kid`, `n` or `e` missing or not strict base64url). Throws `.weakKey` for
     /// RSA signing keys that fail the key policy.
     public static func parseRSASigningKey(_ json: JSONValue) throws(JWTError) -> JWK? {
-        guard json.objectValue != nil, json["kty"]?.stringValue == "RSA" else { return nil }
-        if let use = json["use"], use.stringValue != "sig" { return nil }
+        guard isRSASigningKey(json) else { return nil }
         if let alg = json["alg"], alg.stringValue != "RS256" { return nil }
-        if let ops = json["key_ops"], !(ops.arrayValue ?? []).contains(where: { $0.stringValue == "verify" }) { return nil }
         if let kid = json["kid"], kid.stringValue == nil { return nil }
         guard let nText = json["n"]?.stringValue, let eText = json["e"]?.stringValue,
               let n = Base64URL.decode(nText), let e = Base64URL.decode(eText) else { return nil }
@@ -30,6 +28,15 @@ public struct JWK: Sendable {
         if let violation = RSAKeyPolicy.violation(modulus: n, exponent: e) { throw .weakKey(violation, kid: kid) }
         guard let key = try? RSAPublicKey(modulus: Array(n.drop { $0 == 0 }), exponent: RSAKeyPolicy.exponent) else { return nil }
         return JWK(keyID: kid, key: key)
+    }
+
+    /// Whether a JWKS entry is an RSA key for signatures (`kty` RSA, no other `use`, `verify`
+    /// among its `key_ops` if it has any), whatever its `alg` or strength.
+    static func isRSASigningKey(_ json: JSONValue) -> Bool {
+        guard json.objectValue != nil, json["kty"]?.stringValue == "RSA" else { return false }
+        if let use = json["use"], use.stringValue != "sig" { return false }
+        if let ops = json["key_ops"], !(ops.arrayValue ?? []).contains(where: { $0.stringValue == "verify" }) { return false }
+        return true
     }
 
     /// The public JWK of an RSA key: `kty` RSA, `use` sig, `alg`, `kid`, `n`, `e`.

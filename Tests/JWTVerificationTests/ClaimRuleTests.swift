@@ -13,6 +13,22 @@ struct ClaimRuleTests {
         try await f.expectClaimRejected("iss", [("iss", "https://other.example/fhir")])
         try await f.expectClaimRejected("iss", [("iss", "https://ehr.example/fhir/")])
     }
+    @Test("iss, aud and azp compare byte for byte: a canonically equivalent spelling (the Kelvin sign for K) is refused")
+    func identifiersByBytes() {
+        let (issuer, client) = ("https://ehr.example/fhirK", "appK")
+        func check(_ changes: [(String, JSONValue?)]) -> String? {
+            let claims = f.claims([("iss", .string(issuer)), ("aud", .string(client))] + changes)
+            do { _ = try f.validator.checkClaims(claims, issuer: issuer, clientID: client, nonce: f.nonce); return nil } catch {
+                return error.failedClaim ?? "\(error)"
+            }
+        }
+        #expect(check([]) == nil)
+        #expect(check([("azp", .string(client))]) == nil)
+        #expect(check([("iss", "https://ehr.example/fhir\u{212A}")]) == "iss")
+        #expect(check([("aud", "app\u{212A}")]) == "aud")
+        #expect(check([("aud", ["app\u{212A}"])]) == "aud")
+        #expect(check([("azp", "app\u{212A}")]) == "azp")
+    }
     @Test("iss must be present") func issMissing() async throws { try await f.expectClaimRejected("iss", [("iss", nil)]) }
 
     @Test("aud as a string must be the client id") func audString() async throws {

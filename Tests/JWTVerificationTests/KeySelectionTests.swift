@@ -157,6 +157,16 @@ struct KeySelectionTests {
         await f.expectRejected(try f.token(header: ["alg": "RS256"]), .unknownKey)
     }
 
+    @Test("a token without kid is refused when the JWKS holds a second RSA signing key, even one it cannot use (RS512, 1024-bit)")
+    func missingKidUnusableSecondKey() async throws {
+        let usable = JWK.encode(TestKeys.issuerKey.publicKey, keyID: "k1").removing("kid")
+        let weak = try RSAPrivateKey.generate(bits: 1024)
+        for second in [JWK.encode(TestKeys.rotatedKey.publicKey, keyID: "k2", algorithm: "RS512"), JWK.encode(weak.publicKey, keyID: "k2")] {
+            let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSet.document([usable, second]).bytes]))
+            await f.expectRejected(try f.token(header: ["alg": "RS256"]), .unknownKey)
+        }
+    }
+
     @Test("two keys with the token's kid are refused as ambiguous")
     func duplicateKid() async throws {
         let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSEndpoint.document([("k1", TestKeys.attackerKey.publicKey),

@@ -56,11 +56,13 @@ struct CallbackHandler: Sendable {
     }
 
     /// RFC 9207: `iss` must be the authorization server's issuer when present, and must be
-    /// present when the server says it sends it.
+    /// present when the server says it sends it. Compared byte for byte, but for trailing
+    /// slashes: where discovery names no issuer, the expected one is the FHIR base, whose
+    /// trailing slash the registration drops.
     private func checkIssuerParameter(_ iss: String?, configuration: SMARTConfiguration, registration: IssuerRegistration) throws {
         let expected = registration.openIDIssuer(discovered: configuration.issuer)
         if let iss {
-            guard IssuerRegistration.normalize(iss) == IssuerRegistration.normalize(expected) else {
+            guard IssuerRegistration.normalize(iss).utf8.elementsEqual(IssuerRegistration.normalize(expected).utf8) else {
                 throw Problems.badRequest("The authorization response came from another issuer (RFC 9207).", type: "issuer-mismatch")
             }
         } else if configuration.issParameterSupported {
