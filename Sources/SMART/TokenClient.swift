@@ -47,9 +47,19 @@ public struct TokenClient: Sendable {
             if response.status >= 500 {
                 throw SMARTError(.tokenEndpoint, "the token endpoint is unavailable (HTTP \(response.status))")
             }
-            throw SMARTError(.tokenEndpoint, "the token endpoint answered HTTP \(response.status)\(error.map { " (\($0))" } ?? "")")
+            throw SMARTError(.tokenEndpoint, "the token endpoint answered HTTP \(response.status)\(error.map { " (\(TokenClient.shown($0)))" } ?? "")")
         }
         return try TokenResponse.parse(response.body)
+    }
+
+    /// An EHR's `error` as problem details and logs show it: an error code (lower-case
+    /// letters, digits, `_`, at most 64 bytes, as every OAuth and SMART code is), or a
+    /// placeholder. The value is the EHR's, and one that echoed the request could hold a
+    /// token or the client's secret.
+    static func shown(_ error: String) -> String {
+        let isCode = (1...64).contains(error.utf8.count)
+            && error.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "_") }
+        return isCode ? error : "an error value not shown"
     }
 
     private func send(_ form: [(String, String)], headers: [(String, String)], url: String) async throws(SMARTError) -> HTTPClientResponse {

@@ -55,16 +55,22 @@ struct MobileAndClientAuthTests {
         #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
     }
 
-    @Test("hand-off: a verifier too short or too long is a wrong verifier: it burns the code, and the right one then fails too",
-          arguments: ["short", "long"])
+    @Test("hand-off: a verifier too short, too long, missing or not a string is a wrong verifier: it burns the code, and the right one then fails too",
+          arguments: ["short", "long", "missing", "number"])
     func wrongLengthVerifier(_ kind: String) async throws {
         let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let verifier = SecureRandom.token(bytes: 32) // 43 characters, the shortest allowed
         let code = try await handoffLogin(h, browser, verifier: verifier)
-        let wrong = kind == "short" ? String(verifier.dropLast()) : verifier + String(repeating: "a", count: 86) // 42 or 129
-        let refused = try await exchange(h, browser, code: code, verifier: wrong)
+        let wrong: JSONValue? = switch kind {
+        case "short": .string(String(verifier.dropLast())) // 42
+        case "long": .string(verifier + String(repeating: "a", count: 86)) // 129
+        case "number": .number(1)
+        default: nil
+        }
+        let body: JSONValue = wrong.map { ["handoff": .string(code), "handoff_verifier": $0] } ?? ["handoff": .string(code)]
+        let refused = try await browser.request("POST", h.baseURL + "/session/handoff", headers: [("Content-Type", "application/json")], body: body.bytes)
         #expect(refused.status == 400 && refused.text.contains("invalid-handoff"), "\(refused.text)")
         #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
     }

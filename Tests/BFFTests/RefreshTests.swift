@@ -73,6 +73,24 @@ struct RefreshTests {
         #expect(await h.sandbox.state.fhirRequests == 0)
     }
 
+    @Test("a refresh refused with another error is 503, the session kept; the EHR's error is shown only when it is an error code")
+    func refreshErrorShown() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setRefreshError("invalid_client")
+        let plain = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(plain.status == 503 && plain.text.contains("(invalid_client)"), "\(plain.status): \(plain.text)")
+        // An EHR that echoes what it was sent could put a token in its error.
+        await h.sandbox.state.setRefreshError("invalid_request refresh_token=rt-0123456789")
+        let echoed = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(echoed.status == 503 && !echoed.text.contains("rt-0123456789") && echoed.text.contains("an error value not shown"),
+                "\(echoed.status): \(echoed.text)")
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
+    }
+
     @Test("invalid_grant ends the session: 401 with a session-ended problem, then no session")
     func invalidGrant() async throws {
         let h = try await BFFHarness.start()

@@ -78,10 +78,11 @@ struct SessionHandlers: Sendable {
         guard request.headers["Content-Type"]?.lowercased().hasPrefix("application/json") == true else {
             throw HTTPError(.unsupportedMediaType, detail: "Send application/json.")
         }
-        guard let body = try? JSONParser.parse(request.body), let code = body["handoff"]?.stringValue,
-              let verifier = body["handoff_verifier"]?.stringValue, code.utf8.count <= 256 else {
+        guard let body = try? JSONParser.parse(request.body), let code = body["handoff"]?.stringValue, code.utf8.count <= 256 else {
             throw Problems.badRequest("Expected {\"handoff\": code, \"handoff_verifier\": verifier}.")
         }
+        // No verifier (or not a string) is a wrong one: it burns the code as any other does.
+        let verifier = body["handoff_verifier"]?.stringValue ?? ""
         guard let (sessionHash, challenge) = try await services.store.consumeHandoff(code: code, now: services.now()) else {
             throw Problems.badRequest("Unknown, expired or already used hand-off code.", type: "invalid-handoff")
         }
