@@ -75,19 +75,36 @@ public final class PostgresSessionStore: SessionStore {
         }
     }
 
+    /// How long a replaced session identifier is remembered (`retired_sessions`): as long as
+    /// a sign-in's state lives, the longest a sign-in begun before the replacement can take.
+    static let retiredSessionMemory: TimeInterval = 600
+
     /// Moves the launches of the live session `previous` that have `launch`'s user into the
-    /// session `next`, then deletes `previous` with the rest; returns the rest with their
-    /// tokens. The row lock makes a concurrent sign-in from the same browser wait, and then
-    /// find no session to take over.
+    /// session `next`, then deletes `previous` with the rest and remembers it as replaced;
+    /// returns the rest with their tokens. The row lock makes a concurrent sign-in from the
+    /// same browser wait; it then finds `previous` replaced, and throws
+    /// `SessionReplacedMeanwhile`.
     private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, now: Date,
                           on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
         let live = try await c.query("SELECT 1 FROM sessions WHERE id_hash = \(previous) AND expires_at > to_timestamp(\(now)) FOR UPDATE")
-        guard !live.isEmpty else { return [] }
+        guard !live.isEmpty else {
+            let replaced = try await c.query("""
+                SELECT 1 FROM retired_sessions
+                WHERE id_hash = \(previous) AND retired_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
+                """)
+            if !replaced.isEmpty { throw SessionReplacedMeanwhile() }
+            return []
+        }
         _ = try await c.query("""
             UPDATE launches SET session_hash = \(next)
             WHERE session_hash = \(previous) AND iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> ''
             """)
-        return try await deleteSession(hash: previous, on: c)
+        let ended = try await deleteSession(hash: previous, on: c)
+        _ = try await c.query("""
+            INSERT INTO retired_sessions (id_hash, retired_at) VALUES (\(previous), to_timestamp(\(now)))
+            ON CONFLICT (id_hash) DO UPDATE SET retired_at = excluded.retired_at
+            """)
+        return ended
     }
 
     public func rotateSession(idHash: String, ttl: TimeInterval, now: Date) async throws -> String? {
@@ -294,6 +311,8 @@ public final class PostgresSessionStore: SessionStore {
                  h AS (DELETE FROM handoff_codes WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  s AS (DELETE FROM sessions s WHERE expires_at <= to_timestamp(\(now))
                          AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.session_hash = s.id_hash) RETURNING 1),
+                 r AS (DELETE FROM retired_sessions
+                         WHERE retired_at <= to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))),
                  -- Audit write ids, long settled (on the database's clock, which stamped them).
                  b AS (DELETE FROM audit_batches WHERE stored_at < now() - interval '7 days')
             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s)

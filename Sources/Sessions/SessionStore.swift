@@ -21,7 +21,8 @@ public protocol SessionStore: Sendable {
     /// user as `launch` (the same `iss` and the same non-empty `sub`: a launch without `sub`
     /// never moves), deletes that session with its other launches, and adds `launch` with
     /// its tokens. When it throws, nothing has changed: `previousSessionID` still works, with
-    /// all its launches.
+    /// all its launches. Throws `SessionReplacedMeanwhile` when another sign-in replaced
+    /// `previousSessionID` in the last 10 minutes.
     /// - Returns: the new session's identifier, and the launches that ended with their
     ///   tokens (for revocation).
     func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?,

@@ -77,6 +77,39 @@ extension SignInSessionTests {
         #expect(await h.sandbox.state.revocations == 2)
     }
 
+    @Test("two tabs' sign-ins whose callbacks overlap: the second finds the session replaced and is refused (409, no cookie, its tokens revoked); no launch is lost")
+    func overlappingCallbacks() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, earlier) = try await h.standaloneLogin(browser, patient: "pat-1")
+        let first = try #require(try await h.approvedCallback(browser, patient: "pat-2"))
+        let second = try #require(try await h.approvedCallback(browser, patient: "pat-3"))
+        // Each callback waits 0.5 s at the token endpoint: the second is sent while the first
+        // waits, so both carry the browser's session cookie as it was.
+        await h.sandbox.state.setTokenDelay(.milliseconds(500))
+        let firstDone = Task { try await h.finishCallback(browser, first) }
+        try await Task.sleep(for: .milliseconds(150))
+        let secondDone = try await h.finishCallback(browser, second)
+        let firstPage = try await firstDone.value
+        await h.sandbox.state.setTokenDelay(nil)
+        // The first sign-in to store its session wins (on a loaded machine, either may).
+        let (won, lost) = firstPage.page.status == 302 ? (firstPage, secondDone) : (secondDone, firstPage)
+        #expect(won.page.status == 302 && won.launch != nil)
+        #expect(lost.page.status == 409 && lost.page.text.contains("sign-in-overlapped"), "\(lost.page.status): \(lost.page.text)")
+        #expect(!lost.page.setCookies.contains { $0.hasPrefix("bff_session=") }, "the refused sign-in set a session cookie")
+        #expect(await h.sandbox.state.revocations == 2, "the refused sign-in's refresh and access tokens")
+        // The browser's cookie is the winner's, and holds the earlier launch and the winner's.
+        for launch in [earlier, won.launch] {
+            #expect(try await browser.api(h.baseURL + "/context", launch: launch).status == 200)
+        }
+        // Started again, the refused sign-in joins the same session.
+        let (_, again) = try await h.standaloneLogin(browser, patient: "pat-3")
+        for launch in [earlier, won.launch, again] {
+            #expect(try await browser.api(h.baseURL + "/context", launch: launch).status == 200)
+        }
+    }
+
     @Test("launches without a user (no openid scope) never carry over: the earlier one ends at the next sign-in")
     func noUser() async throws {
         let h = try await BFFHarness.start(registrations: { s, _ in

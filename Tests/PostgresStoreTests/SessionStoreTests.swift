@@ -160,7 +160,7 @@ struct SessionStoreTests {
                                                    method: "GET", pathAndQuery: evil, upstreamStatus: 200, bytes: 1)])
         #expect(try await db.store.auditEntries(since: nil).first?.pathAndQuery == evil)
         let tables = try await db.pool.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
-        #expect(try tables[0].int(0) == 8)
+        #expect(try tables[0].int(0) == 9)
     }
 
     @Test("audit batches of any size keep every row and its values, in order", arguments: [1, 2_500])
@@ -298,6 +298,24 @@ struct SessionStoreTests {
         #expect(try await db.store.findSession(id: live, now: now) != nil)
         #expect(try await db.pool.query("SELECT 1 FROM sessions WHERE id_hash = \(Identifier.hash(stale))").isEmpty)
         #expect(try await db.store.auditEntries(since: nil).count == 1)
+    }
+
+    @Test("a session a sign-in replaced refuses another sign-in's takeover for 10 minutes; then the sweeper forgets it")
+    func replacedSession() async throws {
+        let db = try await TestDatabase.make()
+        let (_, first) = launch("p1")
+        let old = try await db.store.startSession(with: first, tokens: tokens(), replacing: nil, ttl: 3600, now: now).sessionID
+        let (_, second) = launch("p2")
+        _ = try await db.store.startSession(with: second, tokens: tokens(), replacing: old, ttl: 3600, now: now)
+        let (_, third) = launch("p3")
+        await #expect(throws: SessionReplacedMeanwhile.self) {
+            try await db.store.startSession(with: third, tokens: tokens(), replacing: old, ttl: 3600, now: now.addingTimeInterval(599))
+        }
+        #expect(try await db.store.tokens(launchHash: third.idHash) == nil, "the refused sign-in stored its launch")
+        let later = now.addingTimeInterval(601)
+        #expect(try await db.store.sweepExpired(now: later, auditRetentionDays: 2) == 0)
+        #expect(try await db.pool.query("SELECT 1 FROM retired_sessions").isEmpty)
+        _ = try await db.store.startSession(with: third, tokens: tokens(), replacing: old, ttl: 3600, now: later)
     }
 
     @Test("touch writes at most once per interval")

@@ -134,8 +134,17 @@ struct CallbackHandler: Sendable {
         // the same user carry over, so two tabs can hold two patients; another user's (a
         // shared workstation) end as at logout. One transaction: if it fails, the browser's
         // session and cookie stay as they were.
+        // A sign-in that finds the browser's session replaced by another one meanwhile (two
+        // tabs' callbacks overlapped) is refused: a session of its own would hide the other's
+        // launches behind its cookie. Its tokens go back to the EHR.
         let previous = services.cookie.read(from: request)
-        let (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
+        let id: String, ended: [(LaunchRecord, TokenSet)]
+        do {
+            (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
+        } catch is SessionReplacedMeanwhile {
+            await services.revokeTokens(of: [(launch, tokenSet)])
+            throw Problems.signInOverlapped()
+        }
         if let previous { services.proxyCache.invalidate(sessionHash: Identifier.hash(previous)) } // the old identifier stops working here too
         await services.revokeTokens(of: ended)
         var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
