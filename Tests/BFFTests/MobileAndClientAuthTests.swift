@@ -32,8 +32,16 @@ struct MobileAndClientAuthTests {
         let browser = Browser(client: h.client)
         let verifier = SecureRandom.token(bytes: 32)
         let code = try await handoffLogin(h, browser, verifier: verifier)
+        // Until its code is exchanged, the session lives about as long as the code: one never
+        // claimed expires, and the sweeper revokes its tokens, within minutes, not 8 hours.
+        let unclaimed = try await h.database.pool.query("SELECT extract(epoch from expires_at) FROM sessions")
+        #expect(unclaimed.count == 1)
+        #expect(try unclaimed[0].date(0).timeIntervalSinceNow < 180, "an unclaimed hand-off session lives the whole session TTL")
         let first = try await exchange(h, browser, code: code, verifier: verifier)
         #expect(first.status == 200)
+        // Exchanged, it gets the session lifetime.
+        let claimed = try await h.database.pool.query("SELECT extract(epoch from expires_at) FROM sessions")
+        #expect(try claimed[0].date(0).timeIntervalSinceNow > 3600)
         let token = try #require(try JSONParser.parse(first.body)["session_token"]?.stringValue)
         let app = Browser(client: h.client)
         let session = try await app.request(h.baseURL + "/session", headers: [("Authorization", "Bearer " + token)])

@@ -13,6 +13,10 @@ import Sessions
 struct CallbackHandler: Sendable {
     let services: BFFServices
     static let handoffLifetime: TimeInterval = 60
+    /// A hand-off's session lives this long until its code is exchanged (which gives it the
+    /// session lifetime): one whose code is never used expires soon after it, and the
+    /// sweeper revokes its tokens, rather than leave them live for the whole session TTL.
+    static let unclaimedHandoffSessionLifetime: TimeInterval = handoffLifetime + 60
 
     func callback(_ request: Request) async throws -> Response {
         guard let state = request.queryParameter("state"), !state.isEmpty, state.utf8.count <= 512, !state.hasControlCharacters else {
@@ -122,7 +126,8 @@ struct CallbackHandler: Sendable {
 
         if let challenge = pending.handoffChallenge {
             // Mobile: a fresh session, reachable only through a one-time hand-off code.
-            let sessionID = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: nil, ttl: ttl, now: now).sessionID
+            let sessionID = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: nil,
+                                                                  ttl: CallbackHandler.unclaimedHandoffSessionLifetime, now: now).sessionID
             let code = SecureRandom.token(bytes: 32)
             try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
                                                  expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
