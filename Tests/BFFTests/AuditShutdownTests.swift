@@ -71,9 +71,10 @@ struct AuditShutdownTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         let failedBefore = h.bff.services.audit.status.failedWrites
         await h.bff.shutdown(gracePeriod: .milliseconds(100))
-        // Retries 0.2 s, 0.4 s, 0.8 s... apart within the 3 s: several, where a stop that
+        // Retries 0.2 s, 0.4 s, 0.8 s... apart within the 3 s: several (four on a quiet
+        // machine; on a loaded one each refused connection takes longer), where a stop that
         // gives up at the first failure makes one.
-        #expect(h.bff.services.audit.status.failedWrites - failedBefore >= 3, "\(h.bff.services.audit.status)")
+        #expect(h.bff.services.audit.status.failedWrites - failedBefore >= 2, "\(h.bff.services.audit.status)")
         let lost = h.logs.captured.filter { $0.contains("audit entries lost at shutdown") }
         #expect(lost.count == 1, "\(h.logs.captured.suffix(5))")
         let entries = try JSONParser.parse(Array((lost.first ?? "{}").utf8))["audit.entries"]
