@@ -196,7 +196,7 @@ struct FHIRProxy: Sendable {
             if let value = upstream.header(name) { response.headers.add(name, value) }
         }
         // Only a URL under the EHR's base goes on, as the BFF's: the BFF sends browsers to
-        // no other place (a redirect to one is the EHR's bad answer; `refuseRedirect`).
+        // no other place (a redirect to one is the EHR's bad answer, refused below).
         if let location = upstream.header("Location").flatMap(rewriter.rewritten(url:)) {
             response.headers.add("Location", location)
         }
