@@ -47,6 +47,7 @@ sign localhost localhost "$(server DNS:localhost,IP:127.0.0.1)" "${valid[@]}" ca
 sign othername ehr.example.org "$(server DNS:ehr.example.org)" "${valid[@]}" ca
 sign expired localhost "$(server DNS:localhost,IP:127.0.0.1)" 20000101000000Z 20010101000000Z ca
 sign selfsigned localhost "$(server DNS:localhost,IP:127.0.0.1)" "${valid[@]}"
+sign subjectonly localhost "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n" "${valid[@]}" ca
 
 pem() { sed 's/^/        /' "$1"; }
 cat <<SWIFT
@@ -61,7 +62,7 @@ public enum TestCertificates {
         public let privateKeyPEM: String
     }
 
-    /// The CA that signed \`localhost\`, \`otherName\` and \`expired\`.
+    /// The CA that signed \`localhost\`, \`otherName\`, \`expired\` and \`subjectOnly\`.
     public static let caPEM = """
 $(pem ca.pem)
         """
@@ -92,6 +93,14 @@ $(pem expired.key)
 $(pem selfsigned.pem)
         """, privateKeyPEM: """
 $(pem selfsigned.key)
+        """)
+
+    /// CN=localhost with no subjectAltName, signed by the CA: names are checked against SANs
+    /// only (RFC 9525 §6), so it is for no host.
+    public static let subjectOnly = Identity(certificatePEM: """
+$(pem subjectonly.pem)
+        """, privateKeyPEM: """
+$(pem subjectonly.key)
         """)
 }
 SWIFT

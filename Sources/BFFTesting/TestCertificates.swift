@@ -9,38 +9,38 @@ public enum TestCertificates {
         public let privateKeyPEM: String
     }
 
-    /// The CA that signed `localhost`, `otherName` and `expired`.
+    /// The CA that signed `localhost`, `otherName`, `expired` and `subjectOnly`.
     public static let caPEM = """
         -----BEGIN CERTIFICATE-----
-        MIIBajCCARGgAwIBAgIBATAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
+        MIIBazCCARGgAwIBAgIBATAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
         ZmYgdGVzdCBDQTAgFw0yMDAxMDEwMDAwMDBaGA8yMTI2MDEwMTAwMDAwMFowHDEa
         MBgGA1UEAwwRc21hcnQtYmZmIHRlc3QgQ0EwWTATBgcqhkjOPQIBBggqhkjOPQMB
-        BwNCAASSM7ohn/jcE+1AHeHDHxZ38yb1dzpOy1MbHcuEKkYdcmBcU9chvuaIC1BB
-        UpL7GDYW7yUD/0xR3DZFRmnWLjjbo0IwQDAPBgNVHRMBAf8EBTADAQH/MA4GA1Ud
-        DwEB/wQEAwIBBjAdBgNVHQ4EFgQUfrL8FA2m41S2CDyuLbryaR+hHRQwCgYIKoZI
-        zj0EAwIDRwAwRAIgNA+jbTcgVpgYjfiIpwM8KURuSM+/N5/iUc3SfQCM3eYCIAFK
-        73SG25rP/dzjTQGc+8uwoWk5cQCLT2QtWPcTnEJK
+        BwNCAARldmUP9iW4Dv0M2r/i2XFv1Gyua7dPinWJ3RMeJy7v4I/BEDxDY7lftWD+
+        NMCqbWLDWdo0xMrdD3CO5PmLa789o0IwQDAPBgNVHRMBAf8EBTADAQH/MA4GA1Ud
+        DwEB/wQEAwIBBjAdBgNVHQ4EFgQU8lZU6j7qNJEelEWhKvXaaEop4VYwCgYIKoZI
+        zj0EAwIDSAAwRQIhANc1UpQOdQvHxhqzUpYk5HwhGIEYhg8FhFKaFOcZaGO/AiBc
+        1wJKpfQcGnxrFbQM4LJ/2n6Bp+eIB4b496Ol97H7gw==
         -----END CERTIFICATE-----
         """
 
     /// For `localhost` and `127.0.0.1`, signed by the CA, valid 2020–2126.
     public static let localhost = Identity(certificatePEM: """
         -----BEGIN CERTIFICATE-----
-        MIIBnzCCAUWgAwIBAgIBAjAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
+        MIIBoDCCAUWgAwIBAgIBAjAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
         ZmYgdGVzdCBDQTAgFw0yMDAxMDEwMDAwMDBaGA8yMTI2MDEwMTAwMDAwMFowFDES
-        MBAGA1UEAwwJbG9jYWxob3N0MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEaOvo
-        eBUeabouqoAC3qj1OYuKHuWh/NBacOJY+s7Psl9xB29Y2MTXevpZWTPKZ7DZBFh1
-        d+joCAo+YMal7pT+BKN+MHwwGgYDVR0RBBMwEYIJbG9jYWxob3N0hwR/AAABMAkG
-        A1UdEwQCMAAwEwYDVR0lBAwwCgYIKwYBBQUHAwEwHQYDVR0OBBYEFNzGgI2UHUp5
-        VytWgvyILpNKSkqvMB8GA1UdIwQYMBaAFH6y/BQNpuNUtgg8ri268mkfoR0UMAoG
-        CCqGSM49BAMCA0gAMEUCIHLW3xLo0kMiDymDf6B+D04Mh2B/O7DnSgPen6BQByv+
-        AiEApa+/qgXKytEbMj8jjfHo9RjVjMNemD1gMmoufpKiZZs=
+        MBAGA1UEAwwJbG9jYWxob3N0MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE1TXg
+        F1X3PLHwbRvBdZatlkm8dPmQLuFL6Hcu3sdVPfqkUBCJQDHChDrPQWD3zyJ09jhv
+        Gd05/tw55ntgYqJYaKN+MHwwGgYDVR0RBBMwEYIJbG9jYWxob3N0hwR/AAABMAkG
+        A1UdEwQCMAAwEwYDVR0lBAwwCgYIKwYBBQUHAwEwHQYDVR0OBBYEFEAtAoRQMv9U
+        u8M01Ypdh0Do7q6OMB8GA1UdIwQYMBaAFPJWVOo+6jSRHpRFoSr12mhKKeFWMAoG
+        CCqGSM49BAMCA0kAMEYCIQD3SjbDqbGjC3W0LkdXub+v4htj/EK6827VgKq4o9xn
+        KQIhAMI35CyasMnQ1Rsc7eAtLYSP7x6QQ7GWhdyDybjeHmyc
         -----END CERTIFICATE-----
         """, privateKeyPEM: """
         -----BEGIN PRIVATE KEY-----
-        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQguPCdzBxm5q3SYlsq
-        h3/fBqOXC0Mc95kUeq+3iVKzKlmhRANCAARo6+h4FR5pui6qgALeqPU5i4oe5aH8
-        0Fpw4lj6zs+yX3EHb1jYxNd6+llZM8pnsNkEWHV36OgICj5gxqXulP4E
+        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgYrpT7hFep5uvkotN
+        zex0iwwCKLwVeAG/WccWvH0IJTqhRANCAATVNeAXVfc8sfBtG8F1lq2WSbx0+ZAu
+        4Uvody7ex1U9+qRQEIlAMcKEOs9BYPfPInT2OG8Z3Tn+3Dnme2Biolho
         -----END PRIVATE KEY-----
         """)
 
@@ -50,59 +50,81 @@ public enum TestCertificates {
         MIIBpDCCAUugAwIBAgIBAzAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
         ZmYgdGVzdCBDQTAgFw0yMDAxMDEwMDAwMDBaGA8yMTI2MDEwMTAwMDAwMFowGjEY
         MBYGA1UEAwwPZWhyLmV4YW1wbGUub3JnMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcD
-        QgAE8C6qV2ILs/brgE2Uae8FUfHk008E81kqLh6NLtWjqVBNpOYB9yo7MwmPA6wF
-        XRoL8Mi9M/b8uaHoKLTubzHXsqN+MHwwGgYDVR0RBBMwEYIPZWhyLmV4YW1wbGUu
-        b3JnMAkGA1UdEwQCMAAwEwYDVR0lBAwwCgYIKwYBBQUHAwEwHQYDVR0OBBYEFCI8
-        rrhjqmYorWjytWrbhoqcfOlqMB8GA1UdIwQYMBaAFH6y/BQNpuNUtgg8ri268mkf
-        oR0UMAoGCCqGSM49BAMCA0cAMEQCICJ5AahfqchDnlCd1OFJSKqDDVv2+HHjq5VQ
-        kwoFhpDBAiA7pHPzfv3iH3b/omnJoTVfXg034FtueqSbj5TjsIpYOA==
+        QgAE6Mr7krDl1VmWCLk6CxY/WMieTY2LvKRdO0L6W03NUNarzzJ4hf1SbfX0rKGF
+        QIX4U/8qTbM0Hk7E5gE+zZOv7aN+MHwwGgYDVR0RBBMwEYIPZWhyLmV4YW1wbGUu
+        b3JnMAkGA1UdEwQCMAAwEwYDVR0lBAwwCgYIKwYBBQUHAwEwHQYDVR0OBBYEFFey
+        HoKuPX3AY85c9Atr21LO2lylMB8GA1UdIwQYMBaAFPJWVOo+6jSRHpRFoSr12mhK
+        KeFWMAoGCCqGSM49BAMCA0cAMEQCICzaveImRwO9cNAD3YYAC7vdYzj9ZX4QXcXy
+        xEcuQ6QnAiBygqe4weMXu+KCZ/cryTXTlvEUw7+Uf3/7HWXMxravjQ==
         -----END CERTIFICATE-----
         """, privateKeyPEM: """
         -----BEGIN PRIVATE KEY-----
-        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgJC3rBINGElBy2dOQ
-        EWQ8HKmYj9wf/LQAyqeTViipoeWhRANCAATwLqpXYguz9uuATZRp7wVR8eTTTwTz
-        WSouHo0u1aOpUE2k5gH3KjszCY8DrAVdGgvwyL0z9vy5oegotO5vMdey
+        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgQdtA4veuEpULvRWm
+        xtUXzRhcySNGJJYUlI1sokDYNVyhRANCAAToyvuSsOXVWZYIuToLFj9YyJ5NjYu8
+        pF07QvpbTc1Q1qvPMniF/VJt9fSsoYVAhfhT/ypNszQeTsTmAT7Nk6/t
         -----END PRIVATE KEY-----
         """)
 
     /// For `localhost`, signed by the CA, valid only in the year 2000.
     public static let expired = Identity(certificatePEM: """
         -----BEGIN CERTIFICATE-----
-        MIIBnTCCAUOgAwIBAgIBBDAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
+        MIIBnDCCAUOgAwIBAgIBBDAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
         ZmYgdGVzdCBDQTAeFw0wMDAxMDEwMDAwMDBaFw0wMTAxMDEwMDAwMDBaMBQxEjAQ
-        BgNVBAMMCWxvY2FsaG9zdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABI6prn3I
-        iL8D5N9NagvAS0y+tpw42kViJL0nTvEYQDuj9hHUiJ9q4jP26auzWO0p478sxcZG
-        gLD1/KgGuOdddnOjfjB8MBoGA1UdEQQTMBGCCWxvY2FsaG9zdIcEfwAAATAJBgNV
-        HRMEAjAAMBMGA1UdJQQMMAoGCCsGAQUFBwMBMB0GA1UdDgQWBBQ7P84abL7JRnuC
-        fGU26MQft8DCYzAfBgNVHSMEGDAWgBR+svwUDabjVLYIPK4tuvJpH6EdFDAKBggq
-        hkjOPQQDAgNIADBFAiAVRKxzAouk+Zicq9i6y7AiDTftQKEH7bm5Oojyu5YCowIh
-        AKnmBogeCHPnLFpvf3lJouXXAQWRQOC0gJsaE31XirPh
+        BgNVBAMMCWxvY2FsaG9zdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABEU2Wx3Y
+        ozOOk474i8QyNTZ7+KweaZj1mqCJsgwyboJUx+vydnNe+dRbArvOVmpuZsr8lVKT
+        gVFzqiD2F9tYHdGjfjB8MBoGA1UdEQQTMBGCCWxvY2FsaG9zdIcEfwAAATAJBgNV
+        HRMEAjAAMBMGA1UdJQQMMAoGCCsGAQUFBwMBMB0GA1UdDgQWBBSptb7DG8sUxluf
+        mAwpZRjqKW4eSzAfBgNVHSMEGDAWgBTyVlTqPuo0kR6URaEq9dpoSinhVjAKBggq
+        hkjOPQQDAgNHADBEAiAPDpFsW7VZrhpkI47lVO7MlS9DibWapj/HhvELiq0PmwIg
+        f/6WU9z7N0SuUBJKfNCNHnINvLvI1qqvgRHNqNCJbj0=
         -----END CERTIFICATE-----
         """, privateKeyPEM: """
         -----BEGIN PRIVATE KEY-----
-        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgc3Il2mzL7Qc/r9u3
-        H14QmowzK3U7eD+rg23UuiMzVzOhRANCAASOqa59yIi/A+TfTWoLwEtMvracONpF
-        YiS9J07xGEA7o/YR1IifauIz9umrs1jtKeO/LMXGRoCw9fyoBrjnXXZz
+        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgr6arimAg1S0yzGId
+        WysWIUrFY466dGcdFb4nDejj09uhRANCAARFNlsd2KMzjpOO+IvEMjU2e/isHmmY
+        9ZqgibIMMm6CVMfr8nZzXvnUWwK7zlZqbmbK/JVSk4FRc6og9hfbWB3R
         -----END PRIVATE KEY-----
         """)
 
     /// For `localhost`, self-signed: no CA vouches for it.
     public static let selfSigned = Identity(certificatePEM: """
         -----BEGIN CERTIFICATE-----
-        MIIBdjCCARygAwIBAgIBBTAKBggqhkjOPQQDAjAUMRIwEAYDVQQDDAlsb2NhbGhv
+        MIIBdTCCARygAwIBAgIBBTAKBggqhkjOPQQDAjAUMRIwEAYDVQQDDAlsb2NhbGhv
         c3QwIBcNMjAwMTAxMDAwMDAwWhgPMjEyNjAxMDEwMDAwMDBaMBQxEjAQBgNVBAMM
-        CWxvY2FsaG9zdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABIeezccj+osxGIJO
-        WZ4F6i+btUFffaWez9CnEceQUG1947Rj00+5V/Q7Vt6HHJi21/Xn/QGzGETx6Kh/
-        qWzO53qjXTBbMBoGA1UdEQQTMBGCCWxvY2FsaG9zdIcEfwAAATAJBgNVHRMEAjAA
-        MBMGA1UdJQQMMAoGCCsGAQUFBwMBMB0GA1UdDgQWBBTxLT4ay0Q4MLK8+Kpaya/W
-        k0fMeTAKBggqhkjOPQQDAgNIADBFAiEA73iOxoHRaVdA6QNdwnJLEQSbPEvxvC6m
-        4JNElQ6eRpICIGCRuCTzo2JpPevHQIdU5GoekNNFeOPJkMbVAnJVawAM
+        CWxvY2FsaG9zdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABJG+YiA0vPgWe1Ug
+        OpyRrInH2VOBna+m4LB3SAljEdAxCTZq5b1uOXK1sEijmS4d3PFcTBD2DYuqAiLO
+        jNwsiKGjXTBbMBoGA1UdEQQTMBGCCWxvY2FsaG9zdIcEfwAAATAJBgNVHRMEAjAA
+        MBMGA1UdJQQMMAoGCCsGAQUFBwMBMB0GA1UdDgQWBBRO0m4R65LFVZVhBA7M50BH
+        57sMATAKBggqhkjOPQQDAgNHADBEAiA13XpIGTZ9Y0hNC/DemZTJTWCVka1tmei0
+        4HSPwwqsCwIgFBqA4jAPhutpygfXJgXjLfnMlGAsRQA/LuWWgTCkfys=
         -----END CERTIFICATE-----
         """, privateKeyPEM: """
         -----BEGIN PRIVATE KEY-----
-        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgxcKvSna5eNYp+Qxt
-        toFA8tTKYAsWkkjoHIJVT2XUp+GhRANCAASHns3HI/qLMRiCTlmeBeovm7VBX32l
-        ns/QpxHHkFBtfeO0Y9NPuVf0O1behxyYttf15/0BsxhE8eiof6lszud6
+        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg/Qeqv37UkjyDzNHe
+        cK43k+R8cAyawbSV1RHNGBJ63f+hRANCAASRvmIgNLz4FntVIDqckayJx9lTgZ2v
+        puCwd0gJYxHQMQk2auW9bjlytbBIo5kuHdzxXEwQ9g2LqgIizozcLIih
+        -----END PRIVATE KEY-----
+        """)
+
+    /// CN=localhost with no subjectAltName, signed by the CA: names are checked against SANs
+    /// only (RFC 9525 §6), so it is for no host.
+    public static let subjectOnly = Identity(certificatePEM: """
+        -----BEGIN CERTIFICATE-----
+        MIIBhDCCASmgAwIBAgIBBjAKBggqhkjOPQQDAjAcMRowGAYDVQQDDBFzbWFydC1i
+        ZmYgdGVzdCBDQTAgFw0yMDAxMDEwMDAwMDBaGA8yMTI2MDEwMTAwMDAwMFowFDES
+        MBAGA1UEAwwJbG9jYWxob3N0MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEh4NC
+        N6anwS1DHW0VXhp/7CzdaxdDO3L7Rg2Tirmi+jqcL+pcTr38kfALQSsmcaEGiSeo
+        z7CNijhfsXxyxHaYq6NiMGAwCQYDVR0TBAIwADATBgNVHSUEDDAKBggrBgEFBQcD
+        ATAdBgNVHQ4EFgQUZMxxedKEg1ZlFl2skT4DILXdI/AwHwYDVR0jBBgwFoAU8lZU
+        6j7qNJEelEWhKvXaaEop4VYwCgYIKoZIzj0EAwIDSQAwRgIhAPAYyzzKJ+34ksjc
+        ycNeCn2UdTYod8pqaG7Z5okIwArRAiEApU4LT+EQHEP9QHlXmKCb7wq60rBWHLVA
+        qgsiB9E8Mm4=
+        -----END CERTIFICATE-----
+        """, privateKeyPEM: """
+        -----BEGIN PRIVATE KEY-----
+        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgCFM2Vjj2cTu/Msi4
+        rpdV32YGragAswLH74iRDWH9VUChRANCAASHg0I3pqfBLUMdbRVeGn/sLN1rF0M7
+        cvtGDZOKuaL6Opwv6lxOvfyR8AtBKyZxoQaJJ6jPsI2KOF+xfHLEdpir
         -----END PRIVATE KEY-----
         """)
 }

@@ -47,12 +47,14 @@ struct HTTPClientTLSTests {
         case selfSigned = "self-signed"
         case otherHostsName = "for another host name"
         case expired = "expired"
+        case subjectOnly = "naming the host in its CN only, with no subjectAltName"
 
         var identity: TestCertificates.Identity {
             switch self {
             case .selfSigned: TestCertificates.selfSigned
             case .otherHostsName: TestCertificates.otherName
             case .expired: TestCertificates.expired
+            case .subjectOnly: TestCertificates.subjectOnly
             }
         }
     }

@@ -188,6 +188,8 @@ struct ResponseParserTests {
         Malformed(name: "empty line before the status line", response: "\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "HTTP/2 200", response: "HTTP/2 200 OK\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "HTTP/1.2", response: "HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        Malformed(name: "status 600", response: "HTTP/1.1 600 Odd\r\nContent-Length: 2\r\n\r\nok"),
+        Malformed(name: "status 999", response: "HTTP/1.1 999 Odd\r\nContent-Length: 2\r\n\r\nok"),
         Malformed(name: "lower-case protocol name", response: "http/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "two-digit status", response: "HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n"),
         Malformed(name: "four-digit status", response: "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n"),

@@ -32,6 +32,11 @@ final class TLSContext: @unchecked Sendable {
     private struct SocketMethod: @unchecked Sendable { let pointer: OpaquePointer? }
     private static let socketMethod = SocketMethod(pointer: bff_nosigpipe_method_new())
 
+    /// How a host name is matched against the certificate: its subjectAltNames only, never
+    /// the subject's CN (RFC 9525 §6; browsers and Go do the same), and a wildcard only as
+    /// a whole left-most label.
+    static let hostFlags = UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT)
+
     init(verify: Bool, caCertificatesFile: String?) {
         verifies = verify
         context = TLSContext.make(verify: verify, caCertificatesFile: caCertificatesFile)
@@ -91,7 +96,7 @@ final class TLSContext: @unchecked Sendable {
         }
         if verifies {
             let ok = isIPAddress ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
-                                 : { SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS)); return SSL_set1_host(ssl, name) }()
+                                 : { SSL_set_hostflags(ssl, TLSContext.hostFlags); return SSL_set1_host(ssl, name) }()
             guard ok == 1 else { throw .tls("cannot set the host name to verify: \(openSSLErrors())") }
         }
         if let saved = sessions.withLock({ $0[key] }) { SSL_set_session(ssl, saved.pointer) } // takes its own reference

@@ -346,7 +346,8 @@ struct ResponseParser {
             throw .malformedResponse("the status line is not HTTP/1.x with a three-digit code")
         }
         let code = bytes[9...11].reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        guard code >= 100 else { throw .malformedResponse("the status code is below 100") }
+        // RFC 9110 §15: codes outside 100–599 are invalid; one would reach the browser as the EHR's.
+        guard (100...599).contains(code) else { throw .malformedResponse("the status code is outside 100–599") }
         return (bytes[7] == 0x31, code)
     }
 
