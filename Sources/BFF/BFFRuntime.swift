@@ -76,7 +76,8 @@ public final class BFFRuntime: Sendable {
             logger.warning("the egress proxy setting cannot be used: requests it covers will fail", metadata: ["error.detail": .string(problem)])
         }
         let services = try BFFServices(configuration: configuration, store: store, http: client,
-                                       readiness: Readiness(pool: pool, migrator: migrator), auditTiming: options.audit,
+                                       readiness: Readiness(pool: pool, migrator: migrator, migrations: .current), // just applied
+                                       auditTiming: options.audit,
                                        jwksMaxAge: options.jwksMaxAge, now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI,
                                  refreshLimits: RefreshLimits(deadline: options.refreshDeadline, poolSize: options.poolSize),

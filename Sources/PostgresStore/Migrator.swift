@@ -131,9 +131,9 @@ public struct Migrator: Sendable {
     }
 
     /// How many migrations the database has not applied (for `/readyz`).
-    public func pendingCount(_ pool: ConnectionPool) async throws -> Int {
+    public func pendingCount(_ pool: ConnectionPool, waitingAtMost wait: Duration? = nil) async throws -> Int {
         let rows: [PostgresRow]
-        do { rows = try await pool.query("SELECT version FROM schema_migrations") } catch let error as PostgresError where error.sqlState == "42P01" {
+        do { rows = try await pool.query("SELECT version FROM schema_migrations", waitingAtMost: wait) } catch let error as PostgresError where error.sqlState == "42P01" {
             return migrations.count // no schema_migrations table yet
         }
         let done = Set(try rows.map { try $0.int(0) })

@@ -8,11 +8,17 @@ public final class Readiness: Sendable {
     public let pool: ConnectionPool
     public let migrator: Migrator
     private let recent = RecentResult<Status>(lifetime: .seconds(1))
-    private let lastMigrations = Mutex(Migrations.unknown)
+    private let lastMigrations: Mutex<Migrations>
+    /// How long a check waits for a pooled connection before it says `busy`: well within a
+    /// probe's timeout (Kubernetes' default is 1 s), where the pool's own wait is seconds.
+    static let poolWait: Duration = .milliseconds(300)
 
-    public init(pool: ConnectionPool, migrator: Migrator) {
+    /// `migrations`: what is known at start (`current` once this process has applied them),
+    /// reported while the pool is too busy to look.
+    public init(pool: ConnectionPool, migrator: Migrator, migrations: Migrations = .unknown) {
         self.pool = pool
         self.migrator = migrator
+        lastMigrations = Mutex(migrations)
     }
 
     /// `busy`: the database answers, but no pooled connection came free in time (every one is
@@ -26,7 +32,7 @@ public final class Readiness: Sendable {
     public func check() async -> Status {
         await recent.value { [self] in
             do {
-                let pending = try await self.migrator.pendingCount(self.pool)
+                let pending = try await self.migrator.pendingCount(self.pool, waitingAtMost: Readiness.poolWait)
                 let migrations: Migrations = pending == 0 ? .current : .behind
                 self.lastMigrations.withLock { $0 = migrations }
                 return (.up, migrations)

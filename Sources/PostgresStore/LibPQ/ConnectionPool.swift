@@ -64,8 +64,11 @@ public final class ConnectionPool: Sendable {
 
     /// Runs `body` with a connection of its own; inside, `connection.run { … }` does the
     /// blocking work on the connection's queue.
-    public func withConnection<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
-        let connection = try await acquire()
+    /// `waitingAtMost`: how long to wait for a connection to come free, in place of
+    /// `acquireTimeout` (a readiness check must answer before its probe gives up).
+    public func withConnection<T: Sendable>(waitingAtMost wait: Duration? = nil,
+                                            _ body: (PooledConnection) async throws -> T) async throws -> T {
+        let connection = try await acquire(waitingAtMost: wait ?? configuration.acquireTimeout)
         do {
             let value = try await body(PooledConnection(connection: connection))
             release(connection, reusable: true)
@@ -112,8 +115,8 @@ public final class ConnectionPool: Sendable {
 
     /// Runs one statement and returns its rows.
     @discardableResult
-    public func query(_ query: Query) async throws -> [PostgresRow] {
-        try await withConnection { connection in try await connection.run { try $0.execute(query) } }
+    public func query(_ query: Query, waitingAtMost wait: Duration? = nil) async throws -> [PostgresRow] {
+        try await withConnection(waitingAtMost: wait) { connection in try await connection.run { try $0.execute(query) } }
     }
 
     /// Closes idle connections, fails every waiter, and refuses new work. Lent connections
@@ -133,7 +136,7 @@ public final class ConnectionPool: Sendable {
 
     private enum Decision { case ready(PostgresConnection), connect, wait, closed }
 
-    private func acquire() async throws -> PostgresConnection {
+    private func acquire(waitingAtMost timeout: Duration) async throws -> PostgresConnection {
         let decision = state.withLock { s -> Decision in
             if s.closed { return .closed }
             if let idle = s.idle.popLast() { return .ready(idle) }
@@ -148,10 +151,10 @@ public final class ConnectionPool: Sendable {
         case .connect:
             return try await connectInSlot()
         case .wait:
-            switch await waitForGrant() {
+            switch await waitForGrant(timeout: timeout) {
             case let .connection(connection): return try await verified(connection)
             case .slot: return try await connectInSlot()
-            case .timedOut: throw PostgresError.poolTimeout(configuration.acquireTimeout)
+            case .timedOut: throw PostgresError.poolTimeout(timeout)
             case .cancelled: throw CancellationError()
             case .closed: throw PostgresError.closed
             }
@@ -176,8 +179,7 @@ public final class ConnectionPool: Sendable {
         }
     }
 
-    private func waitForGrant() async -> Grant {
-        let timeout = configuration.acquireTimeout
+    private func waitForGrant(timeout: Duration) async -> Grant {
         let id = state.withLock { s -> UInt64 in
             s.nextWaiter += 1
             return s.nextWaiter
