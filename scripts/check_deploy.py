@@ -43,6 +43,29 @@ if container["livenessProbe"]["httpGet"]["path"] != "/healthz" or container["rea
 if "BFF_TOKEN_KEY" not in yaml.safe_load_all((root / "deploy/kubernetes/smart-bff.yaml").read_text()).__next__()["stringData"]:
     problems.append("the Secret must hold BFF_TOKEN_KEY")
 
+# The container image: its build stage must have every folder Package.swift names (the test
+# targets' too, or `swift build` refuses), and its health check must run under a shell that
+# has /dev/tcp (Debian's sh, dash, has not).
+dockerfile = (root / "deploy/Dockerfile").read_text()
+package = (root / "Package.swift").read_text()
+for folder in ("Sources", "Tests"):
+    if re.search(rf'\.{"testTarget" if folder == "Tests" else "target"}\(', package) and not re.search(rf"^COPY {folder}\b", dockerfile, re.M):
+        problems.append(f"deploy/Dockerfile: the build stage does not copy {folder}/, which Package.swift's targets need")
+for check in re.findall(r"HEALTHCHECK .*", dockerfile) + [str(d) for d in yaml.safe_load(texts[root / "deploy/compose.yaml"]).get("services", {}).values()]:
+    if "/dev/tcp" in check and not re.search(r"\bbash\b", check):
+        problems.append(f"a health check uses /dev/tcp without bash: {check[:80]}")
+# A stop may take the shutdown deadline (BFFRuntime: audit entries written until then):
+# systemd and Kubernetes must wait longer before they kill.
+deadline = int(re.search(r"shutdownDeadline: Duration = \.seconds\((\d+)\)", (root / "Sources/BFF/BFFRuntime.swift").read_text()).group(1))
+stop = int(re.search(r"^TimeoutStopSec=(\d+)", texts[root / "deploy/smart-bff.service"], re.M).group(1))
+if stop <= deadline:
+    problems.append(f"deploy/smart-bff.service: TimeoutStopSec={stop} does not exceed the {deadline} s shutdown deadline")
+grace = next(d for d in k8s if d and d["kind"] == "Deployment")["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+if grace <= deadline:
+    problems.append(f"kubernetes: terminationGracePeriodSeconds {grace} does not exceed the {deadline} s shutdown deadline")
+if container["readinessProbe"].get("timeoutSeconds", 1) < 2:
+    problems.append("kubernetes: the readiness probe's timeout is under 2 s")
+
 if problems:
     sys.exit("\n".join(problems))
 print(f"deploy/: {len(texts)} files checked, {len(known)} configuration variables known")
