@@ -25,6 +25,22 @@ def get(url, headers=None):
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
 
+# A database that cannot be reached stops `serve` and `migrate` with one line naming
+# DATABASE_URL and libpq's reason, not a bare "connection failed".
+import base64, json, tempfile
+with tempfile.TemporaryDirectory() as tmp:
+    issuers = pathlib.Path(tmp) / "issuers.json"
+    issuers.write_text(json.dumps([{"iss": "http://127.0.0.1:9/fhir", "client_id": "x"}]))
+    unreachable = f"postgresql://bff:secret-pw@127.0.0.1:{free_port()}/bff"
+    start_env = dict(os.environ, DATABASE_URL=unreachable, BFF_ISSUERS_FILE=str(issuers), BFF_LISTEN=f"127.0.0.1:{free_port()}",
+                     BFF_TOKEN_KEY=base64.b64encode(os.urandom(32)).decode())
+    for command in (["serve"], ["migrate"]):
+        result = subprocess.run([str(root / ".build/debug/smart-bff")] + command, env=start_env, capture_output=True, text=True, timeout=60)
+        line = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
+        assert result.returncode == 1 and "DATABASE_URL: cannot connect to PostgreSQL" in line and "Connection refused" in line, (command, result.returncode, result.stderr)
+        assert "secret-pw" not in result.stderr, "the password reached the output"
+    print("start-up: an unreachable database is named as DATABASE_URL's problem, with libpq's reason")
+
 bff_port, ehr_port = free_port(), free_port()
 env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
 demo = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(bff_port), "--sandbox-port", str(ehr_port)],

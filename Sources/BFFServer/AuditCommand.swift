@@ -33,8 +33,14 @@ struct AuditCommand: AsyncParsableCommand {
             defer { pool.close() }
             // The key is not needed to read the audit trail; any key serves the store here.
             let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
-            let next = try await AuditEventExport.export(from: store, since: start) { lines in
-                FileHandle.standardOutput.write(Data(lines.utf8))
+            let next: AuditInstant
+            do {
+                next = try await AuditEventExport.export(from: store, since: start) { lines in
+                    FileHandle.standardOutput.write(Data(lines.utf8))
+                }
+            } catch {
+                FileHandle.standardError.write(Data("smart-bff: \(StartupFailure.line(for: error))\n".utf8))
+                throw ExitCode(1)
             }
             // Only once everything is written: a failed export prints no bound, and is run
             // again from the same --since.

@@ -17,7 +17,11 @@ struct MigrateCommand: AsyncParsableCommand {
         }
         let pool = ConnectionPool(url: url)
         defer { pool.close() }
-        let applied = try await Migrator(directory: directory).migrate(pool)
+        let applied: [Int]
+        do { applied = try await Migrator(directory: directory).migrate(pool) } catch {
+            FileHandle.standardError.write(Data("smart-bff: \(StartupFailure.line(for: error))\n".utf8))
+            throw ExitCode(1)
+        }
         FileHandle.standardOutput.write(Data((applied.isEmpty ? "migrations: up to date\n" : "migrations applied: \(applied.map(String.init).joined(separator: ", "))\n").utf8))
     }
 }

@@ -23,7 +23,7 @@ struct ServeCommand: AsyncParsableCommand {
         options.poolSize = configuration.databasePoolSize
         let runtime: BFFRuntime
         do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {
-            logger.critical("start-up failed", metadata: ["error": .string(String(describing: error))])
+            logger.critical("start-up failed", metadata: ["error": .string(StartupFailure.line(for: error))])
             throw ExitCode(1)
         }
         await SignalHandling.waitForTermination()

@@ -1,0 +1,15 @@
+import PostgresStore
+
+/// The line a command ends with when it cannot start: a database that cannot be reached is
+/// `DATABASE_URL`'s problem, said with libpq's reason (redacted: no password, no quoted
+/// values), so that an operator knows what to fix.
+enum StartupFailure {
+    static func line(for error: any Error) -> String {
+        if let error = error as? PostgresError, error.isConnectionFailure {
+            // libpq's message spans lines ("\n\tIs the server running…"): one line here.
+            let reason = error.message.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            return "DATABASE_URL: " + (reason.hasPrefix("cannot connect") ? reason : "cannot connect to PostgreSQL: " + reason)
+        }
+        return String(describing: error)
+    }
+}
