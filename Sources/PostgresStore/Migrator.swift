@@ -96,6 +96,11 @@ public struct Migrator: Sendable {
                     usleep(100_000)
                 }
                 defer { _ = try? c.execute(Query("SELECT pg_advisory_unlock($1)", [.int(Migrator.lockKey)])) }
+                // No statement timeout for migrations (an index build on a large trail takes
+                // minutes, and a DBA's short default would fail every start); the locks they
+                // take are bounded by their own lock_timeout. Reset before the connection goes back.
+                try c.executeScript("SET statement_timeout = 0")
+                defer { _ = try? c.executeScript("RESET statement_timeout") }
                 try c.executeScript("""
                     CREATE TABLE IF NOT EXISTS schema_migrations (
                         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())

@@ -321,6 +321,9 @@ public final class PostgresSessionStore: SessionStore {
         return expired + (try await deleteAudit(before: now.addingTimeInterval(-Double(auditRetentionDays) * 86_400)))
     }
 
+    /// A retention chunk's limits (`deleteAudit`).
+    static let retentionLimits = "SET LOCAL lock_timeout = '10s'; SET LOCAL statement_timeout = '300s'"
+
     /// Audit rows deleted per statement (each its own transaction).
     static let auditDeleteChunk = 10_000
 
@@ -332,11 +335,15 @@ public final class PostgresSessionStore: SessionStore {
     func deleteAudit(before cutoff: Date, chunk: Int = PostgresSessionStore.auditDeleteChunk) async throws -> Int {
         var total = 0
         while true {
-            let rows = try await pool.query("""
-                WITH a AS (DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
-                    SELECT ctid FROM audit_events WHERE at < to_timestamp(\(cutoff)) ORDER BY at, id LIMIT \(chunk))) RETURNING 1)
-                SELECT count(*) FROM a
-                """)
+            // Its own limits, in place of a DBA's short statement_timeout (which would fail
+            // every sweep, and retention with it): a chunk may wait 10 s for a lock and run 5 min.
+            let rows = try await pool.withTransaction(limits: PostgresSessionStore.retentionLimits) { c in
+                try await c.query("""
+                    WITH a AS (DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
+                        SELECT ctid FROM audit_events WHERE at < to_timestamp(\(cutoff)) ORDER BY at, id LIMIT \(chunk))) RETURNING 1)
+                    SELECT count(*) FROM a
+                    """)
+            }
             let deleted = try rows.first?.int(0) ?? 0
             total += deleted
             if deleted < chunk { return total }

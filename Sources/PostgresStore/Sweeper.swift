@@ -33,8 +33,10 @@ public final class Sweeper: Sendable {
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 guard !Task.isCancelled else { return }
+                // Expired sessions first, and whatever the rest does: their tokens are revoked
+                // even while the audit trail's retention fails, or has years of rows to delete.
+                var removed = 0
                 do {
-                    var removed = try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays)
                     if revoking?.done.isSet ?? true {
                         let ended = try await store.endExpiredSessions(now: now(), limit: sessionsPerSweep)
                         removed += ended.count
@@ -43,12 +45,19 @@ public final class Sweeper: Sendable {
                             revoking = (Task { await onEnded(ended); done.set() }, done)
                         }
                     }
-                    onSweep(removed)
                 } catch is CancellationError {
                     return
                 } catch {
                     onError(error)
                 }
+                do {
+                    removed += try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays)
+                } catch is CancellationError {
+                    return
+                } catch {
+                    onError(error)
+                }
+                onSweep(removed)
             }
         }
     }

@@ -93,6 +93,23 @@ struct MigratorTests {
         #expect(try index.first?.string(0) == "brin")
     }
 
+    @Test("migrations run under a DBA's short statement_timeout, waiting out a lock longer than it")
+    func migrationsUnderShortStatementTimeout() async throws {
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
+        let setup = ConnectionPool(url: url)
+        defer { setup.close() }
+        let all = try Migrator(directory: RepositoryPaths.migrations)
+        try await Migrator(migrations: all.migrations.filter { $0.version <= 6 }).migrate(setup)
+        try await DatabaseHold.setStatementTimeout("50ms", on: setup)
+        let pool = ConnectionPool(url: url) // new connections: the database's new default
+        defer { pool.close() }
+        let holder = try await DatabaseHold.lock("audit_events", of: url, for: .milliseconds(300)) // 0007 alters the table
+        #expect(try await all.migrate(pool) == [7, 8])
+        try await holder.value
+        // The connection went back to the pool with the database's default again.
+        #expect(try await pool.query("SHOW statement_timeout")[0].string(0) == "50ms")
+    }
+
     @Test("0007: PostgreSQL writes a COPY's audit rows in batches (no volatile default to evaluate per row); they share the COPY's start as recorded_at")
     func auditRowsInBatches() async throws {
         let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())

@@ -101,6 +101,25 @@ struct SessionStoreEdgeTests {
         #expect(try await xmin() == after)
     }
 
+    @Test("the Sweeper ends expired sessions (their tokens to revoke) while the audit trail's retention waits on a lock")
+    func sweeperEndsSessionsFirst() async throws {
+        let db = try await TestDatabase.make()
+        let launch = LaunchRecord(idHash: Identifier.hash(Identifier.make()), iss: "https://ehr.example/fhir", sub: "u", fhirUser: nil,
+                                  scope: "", patient: nil, contextJSON: "{}", createdAt: now.addingTimeInterval(-200))
+        let tokens = TokenSet(accessToken: "a", refreshToken: "r", idToken: nil, accessTokenExpiresAt: nil, responseJSON: "{}")
+        _ = try await db.store.startSession(with: launch, tokens: tokens, replacing: nil, ttl: 1, now: now.addingTimeInterval(-200))
+        let holder = try await DatabaseHold.lock("audit_events", of: db.url, for: .seconds(3))
+        defer { holder.cancel() }
+        let ended = Mutex<[String]>([])
+        let sweeper = Sweeper(store: db.store, interval: .milliseconds(50), auditRetentionDays: 30, now: { now },
+                              onEnded: { e in ended.withLock { $0 += e.map(\.0.idHash) } })
+        for _ in 0..<100 where ended.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(ended.withLock { $0 } == [launch.idHash], "the expired session waited for the retention's lock")
+        sweeper.stop()
+        holder.cancel()
+        await sweeper.wait()
+    }
+
     @Test("the Sweeper removes expired rows in the background and stops when asked")
     func sweeper() async throws {
         let db = try await TestDatabase.make()

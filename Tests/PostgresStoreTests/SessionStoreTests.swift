@@ -318,6 +318,20 @@ struct SessionStoreTests {
         _ = try await db.store.startSession(with: third, tokens: tokens(), replacing: old, ttl: 3600, now: later)
     }
 
+    @Test("retention deletes under a DBA's short statement_timeout, waiting out a lock longer than it")
+    func retentionUnderShortStatementTimeout() async throws {
+        let db = try await TestDatabase.make()
+        try await db.store.appendAudit([AuditEntry(at: now.addingTimeInterval(-3 * 86_400), launchHash: "h", iss: "i", sub: "s", fhirUser: nil,
+                                                   patient: nil, method: "GET", pathAndQuery: "/Patient/1", upstreamStatus: 200, bytes: 1)])
+        try await DatabaseHold.setStatementTimeout("50ms", on: db.pool)
+        let pool = ConnectionPool(url: db.url) // new connections: the database's new default
+        defer { pool.close() }
+        let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
+        let holder = try await DatabaseHold.lock("audit_events", of: db.url, for: .milliseconds(300))
+        #expect(try await store.deleteAudit(before: now.addingTimeInterval(-86_400)) == 1)
+        try await holder.value
+    }
+
     @Test("touch writes at most once per interval")
     func touch() async throws {
         let db = try await TestDatabase.make()
