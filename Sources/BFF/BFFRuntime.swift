@@ -61,7 +61,7 @@ public final class BFFRuntime: Sendable {
         poolConfiguration.acquireTimeout = options.poolAcquireTimeout
         let pool = ConnectionPool(url: configuration.databaseURL.value, configuration: poolConfiguration)
         guard let directory = options.migrationsDirectory ?? Migrator.locateDirectory() else {
-            throw StartError(message: "migrations/ not found (set BFF_MIGRATIONS_DIR)")
+            throw StartError(message: "BFF_MIGRATIONS_DIR: migrations/ not found (where it names, or else beside the executable or in the working directory)")
         }
         let migrator = try Migrator(directory: directory)
         let applied = try await migrator.migrate(pool)

@@ -12,7 +12,7 @@ struct MigrateCommand: AsyncParsableCommand {
             throw ExitCode(78)
         }
         guard let directory = Migrator.locateDirectory() else {
-            FileHandle.standardError.write(Data("smart-bff: migrations/ not found (set BFF_MIGRATIONS_DIR)\n".utf8))
+            FileHandle.standardError.write(Data("smart-bff: BFF_MIGRATIONS_DIR: migrations/ not found (where it names, or else beside the executable or in the working directory)\n".utf8))
             throw ExitCode(1)
         }
         let pool = ConnectionPool(url: url)

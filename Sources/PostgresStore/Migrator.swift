@@ -71,17 +71,24 @@ public struct Migrator: Sendable {
         self.init(migrations: migrations)
     }
 
-    /// Finds `migrations/`: `BFF_MIGRATIONS_DIR`, the working directory, or beside the executable.
+    /// Finds `migrations/`: `BFF_MIGRATIONS_DIR` when set (and then only there), else beside
+    /// the executable (or up to four folders above it), else in the working directory. The
+    /// executable's own come before the working directory's: SQL planted in whatever folder
+    /// `smart-bff migrate` is run from must not run as the database's owner.
     public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
+        let isMigrations = { (url: URL) in FileManager.default.fileExists(atPath: url.appendingPathComponent("0001_initial.sql").path) }
+        if let dir = environment["BFF_MIGRATIONS_DIR"] {
+            let url = URL(fileURLWithPath: dir)
+            return isMigrations(url) ? url : nil
+        }
         var candidates: [URL] = []
-        if let dir = environment["BFF_MIGRATIONS_DIR"] { candidates.append(URL(fileURLWithPath: dir)) }
-        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"))
         var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         for _ in 0..<5 {
             candidates.append(dir.appendingPathComponent("migrations"))
             dir = dir.deletingLastPathComponent()
         }
-        return candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("0001_initial.sql").path) }
+        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"))
+        return candidates.first(where: isMigrations)
     }
 
     /// Applies every pending migration; returns the versions applied by this call.

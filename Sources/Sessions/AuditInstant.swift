@@ -59,8 +59,26 @@ public struct AuditInstant: Sendable, Hashable, Comparable, CustomStringConverti
             fraction = Int64(String(digits.prefix(6)).padding(toLength: 6, withPad: "0", startingAt: 0))!
             whole = String(text[..<dot] + text[digits.endIndex...])
         }
-        guard let date = ISO8601DateFormatter().date(from: whole) else { return nil }
+        // The formatter rolls an impossible date over (February 30th to March 2nd): refused.
+        guard AuditInstant.hasValidCalendarFields(whole), let date = ISO8601DateFormatter().date(from: whole) else { return nil }
         self.init(microsecondsSince1970: Int64(date.timeIntervalSince1970.rounded()) * 1_000_000 + fraction)
+    }
+
+    /// Whether `YYYY-MM-DDThh:mm:ss…` names a real day and time (a leap second, :60, is let
+    /// through for the formatter to judge).
+    private static func hasValidCalendarFields(_ text: String) -> Bool {
+        let digits = Array(text.utf8.prefix(19))
+        guard digits.count == 19 else { return false }
+        func number(_ range: Range<Int>) -> Int? {
+            var n = 0
+            for b in digits[range] { guard b >= 0x30, b <= 0x39 else { return nil }; n = n * 10 + Int(b - 0x30) }
+            return n
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else { return false }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        return (1...12).contains(month) && (1...days[month - 1]).contains(day) && hour <= 23 && minute <= 59 && second <= 60
     }
 
     /// Year, month and day of the day `days` after 1970-01-01 (proleptic Gregorian; Howard

@@ -83,7 +83,11 @@ struct AuditExportTests {
         #expect(micros("2026-11-25T16:40:00.1234569Z") == 1_795_624_800_123_456) // beyond the microsecond: dropped
         #expect(micros("2026-11-25T16:40:00Z") == 1_795_624_800_000_000)
         #expect(micros("2026-11-25T17:40:00+01:00") == 1_795_624_800_000_000)
-        for bad in ["2026-11-25T16:40:00.Z", "2026-11-25 16:40", "yesterday", "2026-11-25T16:40:00.12a3Z", ""] {
+        // Impossible dates and times are refused, not rolled over (February 30th to March 2nd).
+        #expect(micros("2028-02-29T00:00:00Z") != nil)
+        for bad in ["2026-11-25T16:40:00.Z", "2026-11-25 16:40", "yesterday", "2026-11-25T16:40:00.12a3Z", "",
+                    "2030-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z", "2026-13-01T00:00:00Z",
+                    "2026-04-31T00:00:00.5Z", "2026-11-25T24:00:00Z", "2026-11-25T16:60:00Z"] {
             #expect(AuditInstant(iso8601: bad) == nil, "\(bad)")
         }
         let printed = AuditInstant(microsecondsSince1970: 1_795_624_800_123_456)

@@ -192,9 +192,12 @@ struct MigratorTests {
         #expect(throws: PostgresError.self) { try Migrator(directory: directory) }
     }
 
-    @Test("BFF_MIGRATIONS_DIR is honoured when locating migrations/")
-    func locate() {
+    @Test("BFF_MIGRATIONS_DIR is honoured when locating migrations/, and only it: a wrong one finds none, not another")
+    func locate() throws {
         let found = Migrator.locateDirectory(environment: ["BFF_MIGRATIONS_DIR": RepositoryPaths.migrations.path])
         #expect(found?.standardizedFileURL.path == RepositoryPaths.migrations.standardizedFileURL.path)
+        #expect(Migrator.locateDirectory(environment: ["BFF_MIGRATIONS_DIR": "/nonexistent/migrations"]) == nil)
+        // Without it: the executable's (this test binary's, under .build) before the working directory's.
+        #expect(Migrator.locateDirectory(environment: [:])?.standardizedFileURL.path == RepositoryPaths.migrations.standardizedFileURL.path)
     }
 }
