@@ -53,8 +53,7 @@ public final class BFFRuntime: Sendable {
         public init() {}
     }
 
-    /// Connects, migrates, and starts serving on `configuration.listenHost:listenPort`
-    /// (or `options.server`'s port when the configuration's is 0).
+    /// Connects, migrates, and starts serving on `configuration.listenHost:listenPort`.
     public static func start(configuration: BFFConfiguration, options: Options, logger: Logger) async throws -> BFFRuntime {
         var poolConfiguration = ConnectionPool.Configuration()
         poolConfiguration.size = options.poolSize

@@ -27,6 +27,40 @@ struct ConfigurationAndPolicyTests {
         }
     }
 
+    @Test("BFF_LISTEN and BFF_PUBLIC_URL: what cannot be a bound address or a base URL is refused, naming only the variable at fault")
+    func listenAndPublicURL() {
+        let valid = ["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/x", "BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString()]
+        func problems(_ extra: [String: String]) -> [String] {
+            do { _ = try BFFConfiguration.fromEnvironment(valid.merging(extra) { $1 }, readFile: { _ in issuers }); return [] } catch { return error.problems }
+        }
+        // A listen address that does not parse is BFF_LISTEN's problem alone, not the public URL derived from it.
+        for listen in [":19910", "::1:19910", "127.0.0.1:0", "127.0.0.1:65536"] {
+            let found = problems(["BFF_LISTEN": listen])
+            #expect(found.count == 1 && found[0].hasPrefix("BFF_LISTEN:"), "\(listen): \(found)")
+        }
+        #expect(problems(["BFF_LISTEN": "[::1]:19910"]) == [])
+        for url in ["http://127.0.0.1:19910/?x=1", "http://127.0.0.1:19910#f", "http://127.0.0.1:99999"] {
+            let found = problems(["BFF_PUBLIC_URL": url])
+            #expect(found.count == 1 && found[0].hasPrefix("BFF_PUBLIC_URL:"), "\(url): \(found)")
+        }
+        #expect(problems(["BFF_PUBLIC_URL": "https://bff.example/app"]) == [])
+        // A token key read from a file or a Kubernetes secret, trailing newline and all.
+        #expect(problems(["BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString() + "\n"]) == [])
+    }
+
+    @Test("an origin with its scheme's default port is the origin without it: in BFF_RETURN_ORIGINS and in return_to alike")
+    func defaultPorts() throws {
+        let c = try BFFConfiguration.fromEnvironment(["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/x",
+                                                      "BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString(),
+                                                      "BFF_RETURN_ORIGINS": "https://app.example:443,http://web.example:80/"],
+                                                     readFile: { _ in issuers })
+        #expect(c.returnOrigins == ["https://app.example", "http://web.example"])
+        let policy = ReturnToPolicy(publicURL: "https://bff.example", allowed: c.returnOrigins)
+        #expect(policy.resolve("https://app.example/x") == .web("https://app.example/x"))
+        #expect(policy.resolve("https://app.example:443/x") == .web("https://app.example:443/x"))
+        #expect(policy.resolve("https://app.example:8443/x") == nil)
+    }
+
     @Test("a valid environment gives the contract's defaults; secrets print redacted")
     func defaults() throws {
         let key = Data((0..<32).map { UInt8($0) }).base64EncodedString()
@@ -94,6 +128,13 @@ struct ConfigurationAndPolicyTests {
         }
         let iss = #""iss":"https://ehr.example/fhir","client_id":"app""#
         #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}") == [])
+        // One kid, one key: the JWKS an EHR looks keys up in must not hold two under one kid.
+        let other = #""iss":"https://other.example/fhir","client_id":"app""#
+        let rsa = directory.appendingPathComponent("rsa.pem").path
+        try RSAPrivateKey.generate(bits: 2048).pem.write(toFile: rsa, atomically: true, encoding: .utf8)
+        #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"},{\(other),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}") == [])
+        #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"},{\(other),\"private_key_file\":\"\(rsa)\",\"private_key_id\":\"k1\"}")
+            == [#"BFF_ISSUERS_FILE: entry 1: "private_key_id" k1 names another key already (each key needs a kid of its own)"#])
         #expect(problems("{\(iss),\"client_secret\":null}") == [])
         #expect(problems("{\(iss),\"id_token_issuer\":\"https://authorization.example/tenants/t-1/\"}") == [])
         let refused = [

@@ -39,13 +39,21 @@ extension BFFConfiguration {
 
         let listen = value("BFF_LISTEN") ?? "127.0.0.1:8080"
         var host = "127.0.0.1", port = 8080
-        if let parsed = parseListen(listen) { (host, port) = parsed } else {
-            problems.append("BFF_LISTEN: expected host:port (e.g. 127.0.0.1:8080), got \"\(listen)\"")
+        let listenParsed = parseListen(listen)
+        if let listenParsed { (host, port) = listenParsed } else {
+            problems.append("BFF_LISTEN: expected host:port with a port in 1...65535 (e.g. 127.0.0.1:8080, [::1]:8080), got \"\(listen)\"")
         }
         var publicURL = value("BFF_PUBLIC_URL") ?? "http://\(listen)"
         while publicURL.hasSuffix("/") { publicURL.removeLast() }
         let publicOrigin = origin(of: publicURL)
-        if publicOrigin == nil { problems.append("BFF_PUBLIC_URL: expected an absolute http(s) URL, got \"\(publicURL)\"") }
+        // Derived from a BFF_LISTEN already reported, the default is not a problem of its own.
+        if value("BFF_PUBLIC_URL") != nil || listenParsed != nil {
+            if publicOrigin == nil {
+                problems.append("BFF_PUBLIC_URL: expected an absolute http(s) URL, got \"\(publicURL)\"")
+            } else if let problem = publicURLProblem(publicURL) {
+                problems.append("BFF_PUBLIC_URL: \(problem), got \"\(publicURL)\"")
+            }
+        }
 
         let databaseURL = value("DATABASE_URL")
         if databaseURL == nil { problems.append("DATABASE_URL: required (a libpq connection string or URI)") }
@@ -62,7 +70,7 @@ extension BFFConfiguration {
         }
 
         var tokenKey: [UInt8] = []
-        if let text = value("BFF_TOKEN_KEY") {
+        if let text = value("BFF_TOKEN_KEY")?.trimmingCharacters(in: .whitespacesAndNewlines) {
             if let bytes = Data(base64Encoded: text), bytes.count == 32 { tokenKey = Array(bytes) } else {
                 problems.append("BFF_TOKEN_KEY: expected base64 of exactly 32 random bytes (e.g. `openssl rand -base64 32`)")
             }
@@ -71,6 +79,8 @@ extension BFFConfiguration {
         }
 
         var fallbackKeys: [[UInt8]] = []
+        // (A key read from a file or a Kubernetes secret often ends in a newline: trimmed, as
+        // `value` trims spaces.)
         if let list = value("BFF_TOKEN_KEY_FALLBACKS") {
             for (index, item) in list.split(separator: ",").enumerated() {
                 let text = item.trimmingCharacters(in: .whitespaces)
@@ -84,7 +94,7 @@ extension BFFConfiguration {
         if let list = value("BFF_RETURN_ORIGINS") {
             returnOrigins = []
             for item in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
-                if let o = origin(of: item), o == item.lowercased() || o + "/" == item.lowercased() { returnOrigins.append(o) }
+                if let o = origin(of: item), isBareOrigin(item) { returnOrigins.append(o) }
                 else if isCustomScheme(item) { returnOrigins.append(item.lowercased()) }
                 else { problems.append("BFF_RETURN_ORIGINS: \"\(item)\" is neither an origin (https://host[:port]) nor a custom scheme (myapp:)") }
             }
@@ -128,21 +138,41 @@ extension BFFConfiguration {
         }
     }
 
+    /// `host:port`, `[v6]:port`; an IPv6 address needs its brackets (`::1:8080` is ambiguous).
+    /// Port 0 is refused: the public URL and the redirect URI must name the port bound.
     static func parseListen(_ text: String) -> (String, Int)? {
         guard let colon = text.lastIndex(of: ":") else { return nil }
         var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) } else if host.contains(":") { return nil }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
         return (host, port)
     }
 
-    /// `scheme://host[:port]` in lower case, or nil when `url` is not absolute http(s).
+    /// What is wrong with an absolute http(s) `BFF_PUBLIC_URL` for a base URL that
+    /// `/callback` and `/fhir/` are appended to: a query, a fragment, a port out of range.
+    static func publicURLProblem(_ url: String) -> String? {
+        guard let components = URLComponents(string: url) else { return "not a URL" }
+        if components.query != nil { return "a base URL has no query" }
+        if components.fragment != nil { return "a base URL has no fragment" }
+        if let port = components.port, !(1...65535).contains(port) { return "the port must be in 1...65535" }
+        return nil
+    }
+
+    /// `scheme://host[:port]` in lower case, without the scheme's default port (an origin
+    /// compares equal however its port is written), or nil when `url` is not absolute http(s).
     public static func origin(of url: String) -> String? {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = components.host?.lowercased(), !host.isEmpty,
               components.user == nil, components.password == nil else { return nil }
-        let port = components.port.map { ":\($0)" } ?? ""
+        let isDefault = (scheme == "http" && components.port == 80) || (scheme == "https" && components.port == 443)
+        let port = components.port.flatMap { isDefault ? nil : ":\($0)" } ?? ""
         return "\(scheme)://\(host)\(port)"
+    }
+
+    /// Whether `url` is an origin and nothing more: no path but `/`, no query, no fragment.
+    static func isBareOrigin(_ url: String) -> Bool {
+        guard let components = URLComponents(string: url) else { return false }
+        return (components.path.isEmpty || components.path == "/") && components.query == nil && components.fragment == nil
     }
 
     /// `myapp:` style custom schemes (RFC 8252 §7.1 private-use schemes).

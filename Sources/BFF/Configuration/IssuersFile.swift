@@ -12,6 +12,7 @@ enum IssuersFile {
         guard let items = json.arrayValue, !items.isEmpty else { throw Problem(message: "expected a non-empty JSON array of registrations") }
         var result: [IssuerRegistration] = []
         var seen = Set<String>()
+        var keysByID: [String: String] = [:] // private_key_id → the PEM it names
         for (index, item) in items.enumerated() {
             let at = "entry \(index)"
             guard item.objectValue != nil else { throw Problem(message: "\(at): expected an object") }
@@ -48,6 +49,11 @@ enum IssuersFile {
                 do { _ = try ClientSigningKey(pem: pem) } catch {
                     throw Problem(message: "\(at): private_key_file \(keyFile) holds \(error.description)")
                 }
+                // One kid, one key in /.well-known/jwks.json: an EHR looks keys up by kid.
+                if let other = keysByID[kid], other != pem {
+                    throw Problem(message: "\(at): \"private_key_id\" \(kid) names another key already (each key needs a kid of its own)")
+                }
+                keysByID[kid] = pem
                 registration.privateKeyPEM = Secret(pem)
                 registration.privateKeyID = kid
             }

@@ -51,8 +51,10 @@ public struct ReturnToPolicy: Sendable {
     private func isAllowedWeb(_ url: String) -> Bool {
         guard let c = URLComponents(string: url), c.user == nil, c.password == nil, c.host != nil,
               let origin = BFFConfiguration.origin(of: url) else { return false }
-        // The raw text must begin with the origin it parses to (no "@" or encoding tricks).
-        guard url.lowercased().hasPrefix(origin), url.count == origin.count || ["/", "?", "#"].contains(url[url.index(url.startIndex, offsetBy: origin.count)])
+        // The raw text must begin with the origin it parses to (no "@" or encoding tricks), its
+        // scheme's default port written out or not.
+        let written = c.port.map { origin.hasSuffix(":\($0)") ? origin : origin + ":\($0)" } ?? origin
+        guard url.lowercased().hasPrefix(written), url.count == written.count || ["/", "?", "#"].contains(url[url.index(url.startIndex, offsetBy: written.count)])
         else { return false }
         // The BFF's own origin always: EHRs send no return_to, and a list naming only the
         // front end's origin must not refuse every EHR launch.
