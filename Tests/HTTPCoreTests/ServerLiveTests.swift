@@ -158,3 +158,21 @@ struct ServerLiveTests {
         }
     }
 }
+
+@Suite("live server: start-up")
+struct ServerStartTests {
+    @Test("an address that cannot be looked up fails start() with getaddrinfo's own words, not errno's 'Unknown error'")
+    func unresolvableHost() {
+        var configuration = ServerConfiguration()
+        configuration.host = "999.1.1.1"
+        configuration.port = 1
+        let server = HTTPServer(configuration: configuration, application: HTTPApplication(router: Router()))
+        do {
+            try server.start()
+            Issue.record("started on 999.1.1.1")
+        } catch {
+            #expect(error.description.hasPrefix("getaddrinfo(999.1.1.1) failed: "), "\(error)")
+            #expect(!error.description.contains("Unknown error"), "\(error)")
+        }
+    }
+}

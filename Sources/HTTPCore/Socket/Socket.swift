@@ -15,7 +15,7 @@ enum Socket {
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         var info: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &info)
-        guard rc == 0, let first = info else { throw SocketError(call: "getaddrinfo(\(host))", errno: rc) }
+        guard rc == 0, let first = info else { throw SocketError.lookupFailed(host, code: rc) }
         defer { freeaddrinfo(first) }
 
         let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
