@@ -57,6 +57,16 @@ extension PostgresSessionStore {
         return AuditInstant(microsecondsSince1970: Int64(try rows.first?.int(0) ?? 0))
     }
 
+    /// Sessions on this database whose transactions this role cannot see in
+    /// `pg_stat_activity` (another role's, without `pg_read_all_stats`): `auditClock` cannot
+    /// hold its bound back for a writer among them that stalls past the export's settle time.
+    public func sessionsHiddenFromAuditClock() async throws -> Int {
+        try await pool.query("""
+            SELECT count(*) FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = '<insufficient privilege>'
+            """).first?.int(0) ?? 0
+    }
+
     /// Where an entry is in the export's order, to the microsecond (exact, where epoch seconds
     /// in a Double are not, which would make a cursor land beside its entry).
     struct AuditKey {

@@ -332,6 +332,23 @@ struct SessionStoreTests {
         try await holder.value
     }
 
+    @Test("an export run as a role that cannot see the writers' transactions is told so; one that can is not")
+    func hiddenSessions() async throws {
+        let db = try await TestDatabase.make()
+        let role = "auditor_\(UUID().uuidString.prefix(8).lowercased())"
+        try await db.pool.query("CREATE ROLE \(raw: role) LOGIN")
+        defer { Task { try? await db.pool.query("DROP ROLE IF EXISTS \(raw: role)") } }
+        // A writer's session (the superuser the tests connect as), open meanwhile.
+        let writer = ConnectionPool(url: db.url)
+        defer { writer.close() }
+        try await writer.query("SELECT 1")
+        #expect(try await db.store.sessionsHiddenFromAuditClock() == 0)
+        let auditorPool = ConnectionPool(url: db.url.replacingOccurrences(of: "user=postgres", with: "user=\(role)"))
+        defer { auditorPool.close() }
+        let auditor = PostgresSessionStore(pool: auditorPool, tokenKey: try AESGCMKey(bytes: SecureRandom.bytes(32)))
+        #expect(try await auditor.sessionsHiddenFromAuditClock() >= 1)
+    }
+
     @Test("touch writes at most once per interval")
     func touch() async throws {
         let db = try await TestDatabase.make()
