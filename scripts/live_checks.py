@@ -40,6 +40,31 @@ with tempfile.TemporaryDirectory() as tmp:
         assert result.returncode == 1 and "DATABASE_URL: cannot connect to PostgreSQL" in line and "Connection refused" in line, (command, result.returncode, result.stderr)
         assert "secret-pw" not in result.stderr, "the password reached the output"
     print("start-up: an unreachable database is named as DATABASE_URL's problem, with libpq's reason")
+    # demo: DATABASE_URL set means that database (the contract), so an unreachable one fails
+    # the start, rather than a throwaway cluster starting.
+    result = subprocess.run([str(root / ".build/debug/smart-bff"), "demo", "--port", str(free_port()), "--sandbox-port", str(free_port())],
+                            env=dict(os.environ, DATABASE_URL=unreachable), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "using DATABASE_URL's database" in result.stderr and "DATABASE_URL: cannot connect" in result.stderr, result.stderr
+    print("demo: DATABASE_URL, when set, is the database it uses")
+
+# demo: SIGHUP (a closed terminal) stops it as SIGINT does, its throwaway PostgreSQL deleted.
+def demo_clusters():
+    return {p for p in pathlib.Path(tempfile.gettempdir()).glob("smart-bff-demo-pg*")}
+before = demo_clusters()
+hup_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+hup_port = free_port()
+hup = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(hup_port), "--sandbox-port", str(free_port())],
+                       env=hup_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(300):
+    try:
+        socket.create_connection(("127.0.0.1", hup_port), timeout=0.5).close(); break
+    except OSError:
+        time.sleep(0.1)
+started = demo_clusters() - before
+hup.send_signal(signal.SIGHUP)
+assert hup.wait(timeout=30) == 0, "the demo did not stop cleanly on SIGHUP"
+assert started and not (demo_clusters() & started), f"SIGHUP left the demo's PostgreSQL behind: {started}"
+print("demo: SIGHUP stops it and deletes its PostgreSQL")
 
 bff_port, ehr_port = free_port(), free_port()
 env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}

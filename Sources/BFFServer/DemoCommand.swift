@@ -18,12 +18,16 @@ struct DemoCommand: AsyncParsableCommand {
     func run() async throws {
         let logLevel = ProcessInfo.processInfo.environment["BFF_LOG_LEVEL"] ?? "warning"
         let logger = LogSetup.bootstrap(level: logLevel)
-        // Always a throwaway cluster, whatever DATABASE_URL says: a demo run in a shell set up
-        // for a real deployment would otherwise write sandbox sessions into that database and
-        // sweep its audit trail with the demo's retention.
-        let database = try EmbeddedPostgres.start(prefix: "smart-bff-demo-pg")
-        defer { database.destroy() }
-        let databaseURL = database.url()
+        // The contract's rule: a throwaway cluster when DATABASE_URL is unset, else that
+        // database (said on the first line, since the demo's sandbox sessions and audit
+        // entries then land there).
+        let given = ProcessInfo.processInfo.environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        let database = try given == nil ? EmbeddedPostgres.start(prefix: "smart-bff-demo-pg") : nil
+        defer { database?.destroy() }
+        if given != nil {
+            FileHandle.standardError.write(Data("smart-bff demo: using DATABASE_URL's database (unset it for a throwaway one)\n".utf8))
+        }
+        let databaseURL = given ?? database!.url()
 
         let publicURL = "http://127.0.0.1:\(port)"
         var sandboxOptions = SandboxEHR.Options()
@@ -45,7 +49,8 @@ struct DemoCommand: AsyncParsableCommand {
         let runtime: BFFRuntime
         do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {
             await sandbox.shutdown()
-            throw error
+            FileHandle.standardError.write(Data("smart-bff demo: \(StartupFailure.line(for: error))\n".utf8))
+            throw ExitCode(1)
         }
         FileHandle.standardOutput.write(Data("smart-bff demo: open \(publicURL)/ (sandbox EHR at \(sandbox.fhirBaseURL); Ctrl-C stops)\n".utf8))
         await SignalHandling.waitForTermination()

@@ -3,17 +3,19 @@ import Dispatch
 import Glibc
 #endif
 
-/// Waits for SIGTERM or SIGINT, the signals that start a graceful shutdown.
+/// Waits for SIGTERM, SIGINT or SIGHUP (a closed terminal), the signals that start a
+/// graceful shutdown: the demo's PostgreSQL is stopped and deleted, the audit trail written.
 enum SignalHandling {
     static func waitForTermination() async {
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
+        signal(SIGHUP, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let queue = DispatchQueue(label: "signals")
             let once = Once()
             var sources: [DispatchSourceSignal] = []
-            for sig in [SIGTERM, SIGINT] {
+            for sig in [SIGTERM, SIGINT, SIGHUP] {
                 let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
                 source.setEventHandler {
                     if once.fire() {
