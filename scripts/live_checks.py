@@ -47,6 +47,12 @@ with tempfile.TemporaryDirectory() as tmp:
     assert result.returncode == 1 and "using DATABASE_URL's database" in result.stderr and "DATABASE_URL: cannot connect" in result.stderr, result.stderr
     print("demo: DATABASE_URL, when set, is the database it uses")
 
+# A port out of range is refused, not wrapped to 16 bits (70000 bound port 4464).
+for command in (["sandbox", "--port", "70000"], ["demo", "--sandbox-port", "70000"], ["demo", "--port", "0"]):
+    result = subprocess.run([str(root / ".build/debug/smart-bff")] + command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 64 and "expected 1...65535" in result.stderr, (command, result.returncode, result.stderr)
+print("ports out of range are refused")
+
 # demo: SIGHUP (a closed terminal) stops it as SIGINT does, its throwaway PostgreSQL deleted.
 def demo_clusters():
     return {p for p in pathlib.Path(tempfile.gettempdir()).glob("smart-bff-demo-pg*")}

@@ -15,6 +15,12 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "BFF port.") var port = 8080
     @Option(help: "Sandbox EHR port.") var sandboxPort = 9090
 
+    func validate() throws {
+        for (name, value) in [("--port", port), ("--sandbox-port", sandboxPort)] where !(1...65535).contains(value) {
+            throw ValidationError("\(name): expected 1...65535, got \(value)")
+        }
+    }
+
     func run() async throws {
         let logLevel = ProcessInfo.processInfo.environment["BFF_LOG_LEVEL"] ?? "warning"
         let logger = LogSetup.bootstrap(level: logLevel)
@@ -41,7 +47,7 @@ struct DemoCommand: AsyncParsableCommand {
             tokenKey: Secret(SecureRandom.bytes(32)), returnOrigins: [publicURL], logLevel: logLevel)
         OpenFileLimit.raiseToHardLimit() // thousands of connections, each a descriptor
         var options = BFFRuntime.Options()
-        options.openAPI = Resources.openAPI()
+        options.openAPI = Resources.openAPI() ?? Resources.stubOpenAPI
         let page = Response(status: .ok, contentType: "text/html; charset=utf-8",
                             body: Array(DemoPage.html(ehrLaunchURL: sandbox.ehrLaunchURL(app: publicURL + "/launch", patient: "pat-2")).utf8),
                             headers: ["Cache-Control": "no-store", "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'"])

@@ -9,6 +9,10 @@ struct SandboxCommand: AsyncParsableCommand {
         abstract: "Run a local SMART EHR simulator (authorization server, OpenID provider, FHIR R4 test data).")
 
     @Option(help: "Port to listen on.") var port = 9090
+
+    func validate() throws {
+        guard (1...65535).contains(port) else { throw ValidationError("--port: expected 1...65535, got \(port)") }
+    }
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Client id of the registered public client.") var clientID = "smart-bff-demo"
     @Option(help: "Redirect URIs registered for the client (repeatable).") var redirectURI: [String] = ["http://127.0.0.1:8080/callback"]

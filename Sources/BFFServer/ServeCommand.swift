@@ -18,7 +18,10 @@ struct ServeCommand: AsyncParsableCommand {
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
         OpenFileLimit.raiseToHardLimit() // thousands of connections, each a descriptor
         var options = BFFRuntime.Options()
-        options.openAPI = Resources.openAPI()
+        if let openAPI = Resources.openAPI() { options.openAPI = openAPI } else {
+            logger.warning("openapi.yaml not found (BFF_OPENAPI_FILE, beside the executable, or in the working directory): /openapi.yaml serves an empty description")
+            options.openAPI = Resources.stubOpenAPI
+        }
         if let threads = configuration.ioThreads { options.server.eventLoops = threads }
         options.poolSize = configuration.databasePoolSize
         let runtime: BFFRuntime
