@@ -3,6 +3,7 @@ import BFF
 import Foundation
 import HTTPCore
 import Logging
+import PostgresStore
 
 /// `smart-bff serve`: runs the service from the environment.
 struct ServeCommand: AsyncParsableCommand {
@@ -16,6 +17,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
+        if let warning = ConnectionString.transportWarning(configuration.databaseURL.value) { logger.warning("\(warning)") }
         OpenFileLimit.raiseToHardLimit() // thousands of connections, each a descriptor
         var options = BFFRuntime.Options()
         if let openAPI = Resources.openAPI() { options.openAPI = openAPI } else {

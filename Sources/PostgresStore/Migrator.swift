@@ -97,17 +97,17 @@ public struct Migrator: Sendable {
         let migrations = self.migrations
         return try await pool.withConnection { connection in
             try await connection.run { c in
+                // No statement timeout for migrations (an index build on a large trail takes
+                // minutes, and a DBA's short default would fail every start); the locks they
+                // take are bounded by their own lock_timeout. Reset before the connection goes back.
+                try c.executeScript("SET statement_timeout = 0")
+                defer { _ = try? c.executeScript("RESET statement_timeout") }
                 // Polled, not waited for: a waiting pg_advisory_lock holds a snapshot, which the
                 // lock holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).
                 while try c.execute(Query("SELECT pg_try_advisory_lock($1)", [.int(Migrator.lockKey)]))[0].bool(0) == false {
                     usleep(100_000)
                 }
                 defer { _ = try? c.execute(Query("SELECT pg_advisory_unlock($1)", [.int(Migrator.lockKey)])) }
-                // No statement timeout for migrations (an index build on a large trail takes
-                // minutes, and a DBA's short default would fail every start); the locks they
-                // take are bounded by their own lock_timeout. Reset before the connection goes back.
-                try c.executeScript("SET statement_timeout = 0")
-                defer { _ = try? c.executeScript("RESET statement_timeout") }
                 try c.executeScript("""
                     CREATE TABLE IF NOT EXISTS schema_migrations (
                         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())

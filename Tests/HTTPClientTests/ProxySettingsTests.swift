@@ -57,6 +57,13 @@ struct ProxySettingsTests {
         ("10.0.0.0/8", "10.example.org", false),
         ("0.0.0.0/0", "203.0.113.9", true),
         ("", "example.org", false),
+        // A fully qualified name's final dot, on either side, as libcurl reads it.
+        ("example.org", "example.org.", true),
+        ("example.org.", "example.org", true),
+        ("example.org.", "api.example.org.", true),
+        // A bracketed IPv6 range.
+        ("[fd00::]/8", "[fd00::1]", true),
+        ("[fd00::]/8", "[fe80::1]", false),
     ])
     func noProxy(noProxy: String, host: String, exempt: Bool) throws {
         for variable in ["no_proxy", "NO_PROXY"] {

@@ -45,7 +45,11 @@ struct ProxySettings: Sendable {
             .map { entry -> String in
                 var host = entry.lowercased()
                 while host.hasPrefix(".") { host.removeFirst() }
-                if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+                while host.hasSuffix(".") { host.removeLast() } // a fully qualified name's final dot, as libcurl drops it
+                // [v6] and [v6]/bits, as libcurl takes them: the brackets go.
+                if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+                    host = String(host[host.index(after: host.startIndex)..<close]) + String(host[host.index(after: close)...])
+                }
                 return host
             }
             .filter { !$0.isEmpty }
@@ -60,8 +64,9 @@ struct ProxySettings: Sendable {
         return try chosen.get()
     }
 
-    private func isExempt(_ host: String) -> Bool {
-        exemptAll || exemptHosts.contains { entry in
+    private func isExempt(_ name: String) -> Bool {
+        let host = name.hasSuffix(".") ? String(name.dropLast()) : name
+        return exemptAll || exemptHosts.contains { entry in
             host == entry || host.hasSuffix("." + entry) || ProxySettings.range(entry, covers: host)
         }
     }

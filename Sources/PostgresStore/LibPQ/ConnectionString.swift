@@ -1,0 +1,43 @@
+internal import CLibPQ
+
+/// A libpq connection string (URI or key=value), read by libpq itself, for checks before
+/// any connection is made.
+public enum ConnectionString {
+    /// A warning when `url` reaches PostgreSQL over TCP on a host that is not loopback and
+    /// does not require TLS: libpq's default `sslmode` (`prefer`) falls back to cleartext
+    /// without a word, and the tokens and the PHI audit trail would cross the network in it.
+    /// Nil for sockets, loopback, `sslmode` `require` or stricter, or a string libpq cannot read
+    /// (connecting reports that).
+    public static func transportWarning(_ url: String) -> String? {
+        guard let options = values(of: url) else { return nil }
+        let mode = options["sslmode"].flatMap { $0 } ?? "prefer"
+        guard ["disable", "allow", "prefer"].contains(mode) else { return nil }
+        let hosts = (options["host"].flatMap { $0 } ?? "").split(separator: ",").map(String.init)
+        let remote = hosts.filter { !$0.isEmpty && !$0.hasPrefix("/") && !$0.hasPrefix("@") && !isLoopback($0) }
+        guard !remote.isEmpty else { return nil }
+        return "DATABASE_URL reaches \(remote.joined(separator: ", ")) with sslmode=\(mode): libpq may connect in cleartext;"
+            + " set sslmode=verify-full (or require) for a database on another host"
+    }
+
+    /// Every option libpq reads from `url`, by keyword (nil values: not given); nil when
+    /// libpq cannot parse it.
+    static func values(of url: String) -> [String: String?]? {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let parsed = PQconninfoParse(url, &error) else {
+            if let error { PQfreemem(error) }
+            return nil
+        }
+        defer { PQconninfoFree(parsed) }
+        var result: [String: String?] = [:]
+        var option = parsed
+        while let keyword = option.pointee.keyword {
+            result[String(cString: keyword)] = option.pointee.val.map { String(cString: $0) }
+            option += 1
+        }
+        return result
+    }
+
+    private static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
