@@ -137,4 +137,17 @@ struct HTTPApplicationTests {
         let b = await app.respond(to: Request(method: "GET", target: "/items/1"))
         #expect(a.headers["X-Request-ID"] != b.headers["X-Request-ID"])
     }
+
+    @Test("generated request ids: the process's random prefix, then a counter in hex, through 64 bits")
+    func generatedRequestIDs() throws {
+        let generator = RequestID.Generator()
+        let ids = (0..<300).map { _ in generator.next() }
+        let prefix = String(ids[0].prefix(9))
+        #expect(prefix.utf8.count == 9 && prefix.hasSuffix("-") && prefix.dropLast().allSatisfy(\.isHexDigit))
+        for (n, id) in ids.enumerated() {
+            #expect(id == prefix + String(n + 1, radix: 16), "\(id)")
+        }
+        #expect(RequestID.Generator.id(prefix: prefix, counter: .max) == prefix + "ffffffffffffffff")
+        #expect(RequestID.Generator.id(prefix: prefix, counter: 0x10) == prefix + "10")
+    }
 }
