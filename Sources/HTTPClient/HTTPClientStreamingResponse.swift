@@ -3,7 +3,7 @@ public struct HTTPClientStreamingResponse: Sendable {
     /// The final status code (interim 1xx responses are skipped).
     public var status: Int
     /// The fields of the final response head, in order, as received.
-    public var headers: [(name: String, value: String)]
+    public var headers: ResponseFields
     /// The body's length as the framing decided it: set only when `Content-Length` frames
     /// the body. Nil for a chunked body (whatever `Content-Length` came with it: RFC 9112
     /// §6.3), one delimited by the close, and a response without a body (to HEAD, 204, 304).

@@ -32,7 +32,7 @@ final class Browser: Sendable {
         let jar = cookies.withLock { $0 }
         if sendCookies, !jar.isEmpty { all.append(("Cookie", jar.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))) }
         let response = try await client.execute(HTTPClientRequest(method: method, url: url, headers: all, body: body))
-        let page = Page(status: response.status, headers: response.headers, body: response.body)
+        let page = Page(status: response.status, headers: Array(response.headers), body: response.body)
         for cookie in page.setCookies {
             let pair = cookie.split(separator: ";")[0]
             guard let eq = pair.firstIndex(of: "=") else { continue }

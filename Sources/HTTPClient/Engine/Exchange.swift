@@ -115,7 +115,7 @@ final class Exchange: @unchecked Sendable {
         case let .buffered(continuation)?:
             let head = parser.head
             let body = collected
-            continuation.resume(returning: outcome.map { HTTPClientResponse(status: head?.status ?? 0, headers: head?.headers ?? [], body: body) })
+            continuation.resume(returning: outcome.map { HTTPClientResponse(status: head?.status ?? 0, headers: head?.headers ?? ResponseFields(), body: body) })
         case let .streaming(continuation)?:
             bodyBuffer?.finish(outcome.map { _ in () }) // lets its hold on this exchange go
             continuation.resume(returning: .failure(outcome.failure ?? .malformedResponse()))

@@ -21,7 +21,7 @@ struct ResponseParser {
     /// The final response head.
     struct Head {
         var status: Int
-        var headers: [(name: String, value: String)]
+        var headers: ResponseFields
     }
 
     private enum State: Equatable {
@@ -194,7 +194,7 @@ struct ResponseParser {
 
     /// A complete head, parsed: the final one sets up the body; after an interim (1xx) one,
     /// the next head follows.
-    private mutating func takeHead(_ parsed: (isHTTP11: Bool, status: Int, [(name: String, value: String)])) throws(HTTPClientError) {
+    private mutating func takeHead(_ parsed: (isHTTP11: Bool, status: Int, ResponseFields)) throws(HTTPClientError) {
         let (isHTTP11, status, headers) = parsed
         if status < 200 {
             guard status != 101 else { throw .malformedResponse("the upstream switched protocols unasked") }
@@ -209,25 +209,25 @@ struct ResponseParser {
 
     /// Decides how the body is framed (RFC 9112 §6.3) and whether the connection may be reused.
     /// The framing fields are read in place, as bytes: no strings or arrays are made for them.
-    private mutating func startBody(status: Int, headers: [(name: String, value: String)], isHTTP11: Bool) throws(HTTPClientError) {
+    private mutating func startBody(status: Int, headers: ResponseFields, isHTTP11: Bool) throws(HTTPClientError) {
         var chunked = false, length: Int?
-        for field in headers {
-            switch field.name.utf8.count {
-            case 10 where field.name.equalsIgnoringASCIICase("Connection"):
-                if ResponseParser.hasToken("close", in: field.value) { allowsReuse = false }
-            case 14 where field.name.equalsIgnoringASCIICase("Content-Length"):
-                try ResponseParser.contentLength(field.value, into: &length)
-            case 17 where field.name.equalsIgnoringASCIICase("Transfer-Encoding"):
+        try headers.forEachField { (name, value) throws(HTTPClientError) in
+            switch name.count {
+            case 10 where ResponseParser.equalsIgnoringASCIICase(name[...], "connection"):
+                if ResponseParser.hasToken("close", in: value) { allowsReuse = false }
+            case 14 where ResponseParser.equalsIgnoringASCIICase(name[...], "content-length"):
+                try ResponseParser.contentLength(value, into: &length)
+            case 17 where ResponseParser.equalsIgnoringASCIICase(name[...], "transfer-encoding"):
                 // An HTTP/1.0 recipient may not know it: a message that has it anyway must be
                 // treated as badly framed (RFC 9112 §6.1), whatever else frames it.
                 guard isHTTP11 else { throw .malformedResponse("Transfer-Encoding in an HTTP/1.0 response") }
                 // Only chunked, once: nothing else was asked for (no TE field goes out).
-                guard !chunked, ResponseParser.isChunked(field.value) else {
+                guard !chunked, ResponseParser.equalsIgnoringASCIICase(ResponseParser.trimmingOWS(value), "chunked") else {
                     throw .malformedResponse("a transfer coding other than chunked")
                 }
                 chunked = true
             default:
-                continue
+                break
             }
         }
         if isResponseToHEAD || status == 204 || status == 304 {
@@ -246,19 +246,17 @@ struct ResponseParser {
 
     /// One Content-Length field's value, a comma-separated list: each element must be a
     /// plain decimal and agree with `length` (the earlier fields'), which it then sets.
-    private static func contentLength(_ value: String, into length: inout Int?) throws(HTTPClientError) {
-        var value = value // withUTF8 is mutating; a native string is not copied
-        let valid = value.withUTF8 { bytes in
-            var start = 0
-            while true {
-                let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count
-                guard let element = decimal(bytes[start..<end]), length == nil || length == element else { return false }
-                length = element
-                guard end < bytes.count else { return true }
-                start = end + 1
+    private static func contentLength(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, into length: inout Int?) throws(HTTPClientError) {
+        var start = bytes.startIndex
+        while true {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.endIndex
+            guard let element = decimal(bytes[start..<end]), length == nil || length == element else {
+                throw .malformedResponse("an invalid or ambiguous Content-Length")
             }
+            length = element
+            guard end < bytes.endIndex else { return }
+            start = end + 1
         }
-        guard valid else { throw .malformedResponse("an invalid or ambiguous Content-Length") }
     }
 
     /// A Content-Length value: digits only, with spaces and tabs around them but not between;
@@ -273,24 +271,15 @@ struct ResponseParser {
         return digits > 0 ? value : nil
     }
 
-    /// Whether a Transfer-Encoding value is `chunked` alone (any case, OWS around it).
-    private static func isChunked(_ value: String) -> Bool {
-        var value = value
-        return value.withUTF8 { equalsIgnoringASCIICase(trimmingOWS($0[...]), "chunked") }
-    }
-
-    /// Whether the comma-separated `value` holds `token` (lower case; compared ignoring ASCII case).
-    private static func hasToken(_ token: StaticString, in value: String) -> Bool {
-        var value = value
-        return value.withUTF8 { bytes in
-            var start = 0
-            while start < bytes.count {
-                let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count
-                if equalsIgnoringASCIICase(trimmingOWS(bytes[start..<end]), token) { return true }
-                start = end + 1
-            }
-            return false
+    /// Whether the comma-separated `bytes` hold `token` (lower case; compared ignoring ASCII case).
+    private static func hasToken(_ token: StaticString, in bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.endIndex
+            if equalsIgnoringASCIICase(trimmingOWS(bytes[start..<end]), token) { return true }
+            start = end + 1
         }
+        return false
     }
 
     /// `bytes` without leading and trailing spaces and tabs (RFC 9110 OWS).
@@ -313,9 +302,8 @@ struct ResponseParser {
     }
 
     /// The status line and fields of a complete head (its lines end in LF or CRLF).
-    private static func parseHead(_ bytes: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (isHTTP11: Bool, status: Int, [(name: String, value: String)]) {
-        var fields: [(name: String, value: String)] = []
-        fields.reserveCapacity(16)
+    private static func parseHead(_ bytes: UnsafeBufferPointer<UInt8>) throws(HTTPClientError) -> (isHTTP11: Bool, status: Int, ResponseFields) {
+        var fields = ResponseFields(minimumByteCapacity: bytes.count)
         var status: (isHTTP11: Bool, code: Int)?
         var start = 0
         while start < bytes.count {
@@ -352,21 +340,16 @@ struct ResponseParser {
     }
 
     /// One field line; an obs-fold line continues the previous value.
-    private static func field(_ line: UnsafeBufferPointer<UInt8>, into fields: inout [(name: String, value: String)]) throws(HTTPClientError) {
+    private static func field(_ line: UnsafeBufferPointer<UInt8>, into fields: inout ResponseFields) throws(HTTPClientError) {
         if line[0] == 0x20 || line[0] == 0x09 {
             guard !fields.isEmpty else { throw .malformedResponse("a continuation line before any header") }
-            let more = trimmed(line[...])
-            if !more.isEmpty { fields[fields.count - 1].value += (fields[fields.count - 1].value.isEmpty ? "" : " ") + more }
+            fields.continueLast(with: trimmingOWS(line[...]))
             return
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0, ByteClass.token.containsAll(UnsafeBufferPointer(rebasing: line[..<colon])) else {
             throw .malformedResponse("a response header name is not a token")
         }
-        fields.append((name: String(decoding: line[..<colon], as: UTF8.self), value: trimmed(line[(colon + 1)...])))
-    }
-
-    private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
-        String(decoding: trimmingOWS(bytes), as: UTF8.self)
+        fields.append(name: UnsafeBufferPointer(rebasing: line[..<colon]), value: trimmingOWS(line[(colon + 1)...]))
     }
 
     // MARK: - Chunked framing
