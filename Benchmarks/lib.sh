@@ -130,7 +130,24 @@ PY
 # (the SMART login, other FHIR reads) from the sandbox at 127.0.0.1:$SANDBOX, unbuffered.
 # $1: more directives for the EHR's server (e.g. a TLS listen); $2: more for the http block
 # (e.g. a proxying server).
+# UPSTREAM_FIELDS=many: the Patient's response head also carries 14 more fields, as an EHR's
+# behind its gateways does (security, CORS, caching, tracing, a load balancer's cookie): 22
+# fields in all instead of nginx's 8.
 write_ehr_nginx_conf() {
+  local fields=""
+  if [ "${UPSTREAM_FIELDS:-}" = many ]; then
+    fields='add_header Strict-Transport-Security "max-age=31536000; includeSubDomains" always;
+      add_header X-Content-Type-Options nosniff always; add_header X-Frame-Options DENY always;
+      add_header Content-Security-Policy "default-src '"'"'none'"'"'; frame-ancestors '"'"'none'"'"'" always;
+      add_header Cache-Control "no-cache, no-store, must-revalidate" always; add_header Pragma no-cache always;
+      add_header Expires 0 always; add_header Vary "Accept, Accept-Encoding, Origin" always;
+      add_header Access-Control-Allow-Origin "https://app.example.org" always;
+      add_header Access-Control-Expose-Headers "Location, Content-Location, ETag, Last-Modified" always;
+      add_header X-Request-Id "3f9a1c2e-7b4d-4e8a-9c1f-5d6e7a8b9c0d" always;
+      add_header traceparent "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" always;
+      add_header Set-Cookie "AWSALB=Qm9ndXMgbG9hZCBiYWxhbmNlciBjb29raWUgdmFsdWU; Expires=Fri, 04 Dec 2026 10:00:00 GMT; Path=/" always;
+      add_header Server-Timing "app;dur=12.3, db;dur=4.5" always;'
+  fi
   cat > "$WORK/nginx.conf" <<NGINX
 worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
 events { worker_connections 8192; }
@@ -138,7 +155,7 @@ http {
   access_log off;
   upstream sandbox { server 127.0.0.1:$SANDBOX; keepalive 32; }
   server { listen 127.0.0.1:$UP; ${1:-}
-    location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; }
+    location = /fhir/Patient/bench { default_type application/fhir+json; alias $WORK/patient.json; $fields }
     location / { proxy_pass http://sandbox; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$host:\$server_port;
                  proxy_buffering off; } }
   ${2:-}
