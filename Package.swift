@@ -61,7 +61,7 @@ let package = Package(
                 swiftSettings: swiftSettings),
         .target(name: "BFF",
                 dependencies: ["HTTPCore", "HTTPClient", "SMART", "JWTVerification", "Sessions",
-                               "PostgresStore", "Cryptography", "JSON",
+                               "PostgresStore", "Cryptography", "JSON", "CLinux",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .executableTarget(name: "BFFServer",

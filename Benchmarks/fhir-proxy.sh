@@ -5,6 +5,7 @@
 # upstream nginx for the SMART login. Alternating rounds; medians and ratios.
 # Usage: Benchmarks/fhir-proxy.sh [connections=32] [seconds=5] [rounds=3]
 # UPSTREAM_FIELDS=many: the EHR's response head has 22 fields, not nginx's 8 (see lib.sh).
+# BROWSER_FIELDS=1: each request carries a browser's fetch() fields too, 16 in all (see lib.sh).
 # PERF_DATA=file: also record a perf profile (call graphs) of smart-bff during one extra run
 #   (PERF_CALL_GRAPH=dwarf for call graphs through libc and libssl, which lack frame
 #   pointers; PERF_FREQ=samples per second, default 4000; PERF_EVENT=event records that event

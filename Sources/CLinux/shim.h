@@ -1,6 +1,6 @@
 #ifndef SMART_BFF_CLINUX_SHIM_H
 #define SMART_BFF_CLINUX_SHIM_H
-/* Linux event APIs that Glibc's Swift module does not export. No _GNU_SOURCE here: it
+/* Linux and GNU APIs that Glibc's Swift module does not export. No _GNU_SOURCE here: it
    would change shared glibc definitions (fd_set) and clash with Glibc's module. */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -18,4 +18,10 @@ static inline int bff_spawn_close_from(posix_spawn_file_actions_t *actions, int 
    variadic, which Swift cannot call. */
 #include <sys/prctl.h>
 static inline void bff_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+/* memmem (glibc's two-way search) is declared only under _GNU_SOURCE. */
+#include <stddef.h>
+extern void *memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen);
+static inline void *bff_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen) {
+    return memmem(haystack, haystacklen, needle, needlelen);
+}
 #endif

@@ -4,6 +4,7 @@ import Foundation
 import HTTPClient
 import JSON
 import Sandbox
+import Synchronization
 import Testing
 
 @Suite("FHIR read proxy")
@@ -272,6 +273,39 @@ struct FHIRProxyTests {
         #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [302])
         let metrics = try await browser.request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_upstream_errors_total{kind=\"redirect\"} 1"), "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+    }
+
+    @Test("an EHR that echoes the bearer token (in its body, a redirect's Location, an ETag): the front end gets stars in its place",
+          arguments: [0, 300_000]) // a body read whole, and one streamed through (over FHIRProxy.bufferLimit)
+    func echoedTokenMasked(padding: Int) async throws {
+        let seen = Mutex<String?>(nil)
+        let front = try RiggedEHRFront(path: "/fhir/Patient/echo") { _, head in
+            let field = { (name: String) -> String in
+                let line = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix(name + ":") } ?? ""
+                return String(line.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces)
+            }
+            let token = String(field("authorization").dropFirst("Bearer ".count))
+            seen.withLock { $0 = token }
+            let body = #"{"resourceType":"OperationOutcome","text":{"div":"\#(String(repeating: "x", count: padding))"},"#
+                + #""issue":[{"severity":"error","code":"security","diagnostics":"moved; was asked with Bearer \#(token)"}]}"#
+            return Array(("HTTP/1.1 302 Found\r\nLocation: http://\(field("host"))/fhir/Patient/x?access_token=\(token)&_format=json\r\n"
+                + "ETag: W/\"\(token)\"\r\nContent-Type: application/fhir+json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body).utf8)
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/echo", launch: launch)
+        let token = seen.withLock { $0 } ?? ""
+        let stars = String(repeating: "*", count: token.utf8.count)
+        #expect(token.utf8.count >= 16)
+        #expect(page.status == 302)
+        #expect(page.location == h.baseURL + "/fhir/Patient/x?access_token=\(stars)&_format=json", "\(page.location ?? "")")
+        #expect(page.header("ETag") == "W/\"\(stars)\"")
+        #expect(page.text.hasSuffix("was asked with Bearer \(stars)\"}]}"), "\(page.text)")
+        #expect(!page.text.contains(token) && !page.headers.contains { $0.value.contains(token) })
     }
 
     @Test("an EHR that stops sending in the middle of a small body: 504 at the read timeout, counted as a timeout")

@@ -13,7 +13,7 @@ import Glibc
 final class RiggedEHRFront: Sendable {
     private let listener: ThreadedListener
     private let path: String
-    private let answer: @Sendable (_ method: String) -> [UInt8]
+    private let answer: @Sendable (_ method: String, _ head: String) -> [UInt8]
     private let hold: Double
     private let drip: [UInt8]
     private let backendPort = Atomic<Int>(0)
@@ -28,7 +28,12 @@ final class RiggedEHRFront: Sendable {
     /// `answer` gives the bytes sent for a request (GET or HEAD) whose target is `path`; the
     /// connection then stays open for `hold` seconds, silent (an EHR that stops sending), or
     /// sending `drip` every 200 ms (an EHR that is slow but alive).
-    init(path: String, hold: Double = 0, drip: [UInt8] = [], answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
+    convenience init(path: String, hold: Double = 0, drip: [UInt8] = [], answer: @escaping @Sendable (_ method: String) -> [UInt8]) throws {
+        try self.init(path: path, hold: hold, drip: drip, answerTo: { method, _ in answer(method) })
+    }
+
+    /// As above; `answerTo` also gets the request's head (its request line and fields).
+    init(path: String, hold: Double = 0, drip: [UInt8] = [], answerTo answer: @escaping @Sendable (_ method: String, _ head: String) -> [UInt8]) throws {
         self.path = path
         self.answer = answer
         self.hold = hold
@@ -47,7 +52,7 @@ final class RiggedEHRFront: Sendable {
         guard let head = readHead(client) else { return }
         let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self).split(separator: " ")
         if requestLine.count == 3, requestLine[1] == path {
-            _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]))[...])
+            _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]), String(decoding: head, as: UTF8.self))[...])
             answers.increment()
             let end = Date().addingTimeInterval(hold)
             while Date() < end {

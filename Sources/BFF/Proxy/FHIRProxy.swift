@@ -48,9 +48,11 @@ struct FHIRProxy: Sendable {
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
-            upstream = try await send(request, launch: launch, url: url, target: target, token: tokens.accessToken)
+            token = tokens.accessToken
+            upstream = try await send(request, launch: launch, url: url, target: target, token: token)
         }
-        return try await respond(upstream, request: request, launch: launch, target: target, rewriter: entry.rewriter)
+        return try await respond(upstream, request: request, launch: launch, target: target, rewriter: entry.rewriter,
+                                 mask: TokenMask(token: token))
     }
 
     /// The query the EHR gets: the front end's, but for a page at the base, whose search id
@@ -189,16 +191,18 @@ struct FHIRProxy: Sendable {
     /// larger or unsized ones stream through.
     static let bufferLimit = 256 * 1024
 
+    /// The EHR's response as the front end gets it; `mask` hides the access token wherever
+    /// the EHR echoed it.
     private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord, target: String,
-                         rewriter: URLRewriter) async throws -> Response {
+                         rewriter: URLRewriter, mask: TokenMask) async throws -> Response {
         var response = Response(status: HTTPStatus(code: upstream.status), headers: HTTPHeaders(minimumCapacity: 5))
         for name in FHIRProxy.passedFields {
-            if let value = upstream.header(name) { response.headers.add(name, value) }
+            if let value = upstream.header(name) { response.headers.add(name, mask.masked(value)) }
         }
         // Only a URL under the EHR's base goes on, as the BFF's: the BFF sends browsers to
         // no other place (a redirect to one is the EHR's bad answer, refused below).
         if let location = upstream.header("Location").flatMap(rewriter.rewritten(url:)) {
-            response.headers.add("Location", location)
+            response.headers.add("Location", mask.masked(location))
         }
         response.headers.replace("Cache-Control", "no-store")
         // The body is the EHR's (a Binary may be any type, HTML included): should a browser
@@ -245,18 +249,19 @@ struct FHIRProxy: Sendable {
                 throw Problems.upstream(.badGateway, "The EHR's response ended early.")
             }
             audit(Int64(bytes.count))
-            response.body = .bytes(rewrite ? rewriter.rewrite(whole: bytes) : bytes)
+            response.body = .bytes(mask.masked(whole: rewrite ? rewriter.rewrite(whole: bytes) : bytes))
             return response
         }
         response.body = .stream(length: rewrite ? nil : declared) { writer in
-            var rewriter = rewriter
+            var (rewriter, mask) = (rewriter, mask)
             var bytes: Int64 = 0
             do {
                 for try await chunk in body {
                     bytes += Int64(chunk.count)
-                    try await writer.write(rewrite ? rewriter.rewrite(chunk) : chunk)
+                    try await writer.write(mask.masked(rewrite ? rewriter.rewrite(chunk) : chunk))
                 }
-                if rewrite { try await writer.write(rewriter.finish()) }
+                if rewrite { try await writer.write(mask.masked(rewriter.finish())) }
+                try await writer.write(mask.finish())
                 audit(bytes)
             } catch {
                 // The EHR's side failed, or, while a write to a browser that took nothing

@@ -1,0 +1,103 @@
+import CLinux
+
+/// Masks the launch's access token in what the EHR answers, before a front end sees it.
+///
+/// The contract's invariant is that tokens never reach a front end, yet some servers echo a
+/// request's credentials: an OperationOutcome's diagnostics quoting the `Authorization`
+/// field, a stack trace, a URL with `access_token=` in a `Location` or a Binary. Every
+/// occurrence of the token's bytes is overwritten with `*`, one for one: lengths stay as
+/// declared, and JSON stays JSON (a token is base64url and dots; nothing it could be
+/// mistaken for needs escaping).
+///
+/// Across chunks: bytes at a chunk's end that begin the token are held back until the next
+/// chunk shows whether the rest follows; `finish()` gives them up at the end. A chunk that
+/// holds no token and ends in no beginning of one goes on as it is.
+struct TokenMask {
+    /// Shorter tokens are not masked: a token of a few bytes would mask ordinary text.
+    /// No EHR issues one (they carry 128 bits or more, 22+ characters in base64url).
+    static let minimumLength = 16
+
+    private let token: [UInt8]
+    private var held: [UInt8] = []
+
+    /// A mask for `token`; one that masks nothing when the token is shorter than `minimumLength`.
+    init(token: String) {
+        self.token = token.utf8.count >= TokenMask.minimumLength ? Array(token.utf8) : []
+    }
+
+    /// `value` with every occurrence of the token masked (a header field's value).
+    func masked(_ value: String) -> String {
+        guard !token.isEmpty, value.utf8.count >= token.count else { return value }
+        let bytes = Array(value.utf8)
+        let out = masked(whole: bytes)
+        return out == bytes ? value : String(decoding: out, as: UTF8.self)
+    }
+
+    /// A whole body, masked (copied only when it holds the token).
+    func masked(whole body: [UInt8]) -> [UInt8] {
+        guard !token.isEmpty, TokenMask.find(token, in: body, from: 0) != nil else { return body }
+        var out = body
+        _ = TokenMask.mask(token, in: &out)
+        return out
+    }
+
+    /// The next piece of a body: what can be passed on now. Bytes at its end that begin the
+    /// token are kept until the next piece shows whether the rest follows (or `finish()`).
+    mutating func masked(_ chunk: [UInt8]) -> [UInt8] {
+        guard !token.isEmpty else { return chunk }
+        var buffer: [UInt8]
+        if held.isEmpty {
+            buffer = chunk
+        } else {
+            buffer = held
+            buffer.append(contentsOf: chunk)
+        }
+        let pastLast = TokenMask.find(token, in: buffer, from: 0) == nil ? 0 : TokenMask.mask(token, in: &buffer)
+        // Masked bytes are final; a token may begin only in the last token.count - 1 bytes after them.
+        let heldFrom = TokenMask.startOfPartialToken(token, in: buffer, from: max(buffer.count - (token.count - 1), pastLast))
+        guard heldFrom < buffer.count else {
+            held = []
+            return buffer
+        }
+        held = Array(buffer[heldFrom...])
+        buffer.removeSubrange(heldFrom...)
+        return buffer
+    }
+
+    /// The bytes still held back, at the end of the body: a beginning of the token, not all of it.
+    mutating func finish() -> [UInt8] {
+        defer { held = [] }
+        return held
+    }
+
+    /// Where the token first occurs in `bytes` at or after `from`.
+    private static func find(_ token: [UInt8], in bytes: [UInt8], from: Int) -> Int? {
+        guard bytes.count - from >= token.count else { return nil }
+        return token.withUnsafeBytes { needle in
+            bytes.withUnsafeBytes { haystack in
+                bff_memmem(haystack.baseAddress! + from, haystack.count - from, needle.baseAddress!, needle.count)
+                    .map { UnsafeRawPointer($0) - haystack.baseAddress! }
+            }
+        }
+    }
+
+    /// Overwrites each occurrence of `token` in `bytes` with `*`; returns the index just past
+    /// the last one.
+    private static func mask(_ token: [UInt8], in bytes: inout [UInt8]) -> Int {
+        var from = 0
+        while let at = find(token, in: bytes, from: from) {
+            for i in at..<(at + token.count) { bytes[i] = UInt8(ascii: "*") }
+            from = at + token.count
+        }
+        return from
+    }
+
+    /// The first index at or after `from` where the rest of `bytes` is a beginning of the
+    /// token; `bytes.count` if there is none.
+    private static func startOfPartialToken(_ token: [UInt8], in bytes: [UInt8], from: Int) -> Int {
+        for start in max(from, 0)..<bytes.count where bytes[start] == token[0] {
+            if bytes[start...].elementsEqual(token.prefix(bytes.count - start)) { return start }
+        }
+        return bytes.count
+    }
+}
