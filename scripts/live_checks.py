@@ -46,6 +46,15 @@ with tempfile.TemporaryDirectory() as tmp:
                             env=dict(os.environ, DATABASE_URL=unreachable), capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "using DATABASE_URL's database" in result.stderr and "DATABASE_URL: cannot connect" in result.stderr, result.stderr
     print("demo: DATABASE_URL, when set, is the database it uses")
+    # A setting that names what cannot be used stops the start with exit 78 and one line
+    # naming the variable, for the demo as for serve (the contract's rule).
+    for command, extra in ((["serve"], {"BFF_OPENAPI_FILE": "/nonexistent/openapi.yaml"}),
+                           (["demo", "--port", str(free_port()), "--sandbox-port", str(free_port())], {"BFF_OPENAPI_FILE": "/nonexistent/openapi.yaml"}),
+                           (["demo", "--port", str(free_port()), "--sandbox-port", str(free_port())], {"BFF_LOG_LEVEL": "verbose"})):
+        result = subprocess.run([str(root / ".build/debug/smart-bff")] + command, env=dict(start_env, **extra), capture_output=True, text=True, timeout=60)
+        name = next(iter(extra))
+        assert result.returncode == 78 and f"\n{name}: " in result.stderr, (command, extra, result.returncode, result.stderr)
+    print("start-up: BFF_OPENAPI_FILE that cannot be read, BFF_LOG_LEVEL unknown to the demo: exit 78, the variable named")
 
 # A port out of range is refused, not wrapped to 16 bits (70000 bound port 4464).
 for command in (["sandbox", "--port", "70000"], ["demo", "--sandbox-port", "70000"], ["demo", "--port", "0"]):

@@ -22,7 +22,9 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logLevel = ProcessInfo.processInfo.environment["BFF_LOG_LEVEL"] ?? "warning"
+        let logLevel = ProcessInfo.processInfo.environment["BFF_LOG_LEVEL"]?.lowercased() ?? "info"
+        let problems = [BFFConfiguration.logLevelProblem(logLevel), Resources.openAPIFileProblem()].compactMap { $0 }
+        if !problems.isEmpty { throw Resources.configurationError(problems) }
         let logger = LogSetup.bootstrap(level: logLevel)
         // The contract's rule: a throwaway cluster when DATABASE_URL is unset, else that
         // database (said on the first line, since the demo's sandbox sessions and audit

@@ -1,9 +1,23 @@
+import ArgumentParser
 import Foundation
 
 /// Files the executable serves that live in the repository (`openapi.yaml`).
 enum Resources {
     /// What `/openapi.yaml` serves when the file is not found: valid, and empty.
     static let stubOpenAPI = Array("openapi: 3.1.0\ninfo: {title: smart-bff, version: unknown}\npaths: {}\n".utf8)
+
+    /// What is wrong with `BFF_OPENAPI_FILE` when it is set (a file that cannot be read), or nil.
+    static func openAPIFileProblem() -> String? {
+        guard let path = ProcessInfo.processInfo.environment["BFF_OPENAPI_FILE"],
+              FileManager.default.contents(atPath: path) == nil else { return nil }
+        return "BFF_OPENAPI_FILE: \(path) cannot be read"
+    }
+
+    /// Ends the process as a configuration error (exit 78, EX_CONFIG), naming `problems`.
+    static func configurationError(_ problems: [String]) -> ExitCode {
+        FileHandle.standardError.write(Data(("smart-bff: configuration error\n" + problems.joined(separator: "\n") + "\n").utf8))
+        return ExitCode(78)
+    }
 
     /// `openapi.yaml` from `BFF_OPENAPI_FILE` (only there, when set), else beside the
     /// executable (or up to four folders above it), else the working directory; nil when none.

@@ -12,9 +12,9 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let configuration: BFFConfiguration
         do { configuration = try BFFConfiguration.fromEnvironment() } catch {
-            FileHandle.standardError.write(Data(("smart-bff: configuration error\n" + error.description + "\n").utf8))
-            throw ExitCode(78) // EX_CONFIG
+            throw Resources.configurationError(error.problems + [Resources.openAPIFileProblem()].compactMap { $0 })
         }
+        if let problem = Resources.openAPIFileProblem() { throw Resources.configurationError([problem]) }
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
         if let warning = ConnectionString.transportWarning(configuration.databaseURL.value) { logger.warning("\(warning)") }

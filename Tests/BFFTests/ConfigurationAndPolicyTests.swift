@@ -44,6 +44,12 @@ struct ConfigurationAndPolicyTests {
             #expect(found.count == 1 && found[0].hasPrefix("BFF_PUBLIC_URL:"), "\(url): \(found)")
         }
         #expect(problems(["BFF_PUBLIC_URL": "https://bff.example/app"]) == [])
+        // Return origins: a port out of range, or a list of nothing, is a malformed setting.
+        for origins in ["https://app.example:99999", "https://app.example:0", ",", " , "] {
+            let found = problems(["BFF_RETURN_ORIGINS": origins])
+            #expect(found.count == 1 && found[0].hasPrefix("BFF_RETURN_ORIGINS:"), "\(origins): \(found)")
+        }
+        #expect(problems(["BFF_RETURN_ORIGINS": "https://app.example:8443, myapp:,"]) == [])
         // A token key read from a file or a Kubernetes secret, trailing newline and all.
         #expect(problems(["BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString() + "\n"]) == [])
     }

@@ -51,6 +51,20 @@ struct MobileAndClientAuthTests {
         #expect(try await app.request(h.baseURL + "/session", headers: [("Authorization", "Bearer wrong")]).status == 401)
     }
 
+    @Test("a proxy's Basic credentials beside the session cookie: the cookie still counts; a bearer token that is not a session's is 401")
+    func otherAuthorizationSchemes() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let basic = [("Authorization", "Basic c3RhZ2luZzpzZWNyZXQ=")]
+        #expect(try await browser.api(h.baseURL + "/session", headers: basic).status == 200)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch, headers: basic).status == 200)
+        for bearer in ["Bearer", "Bearer ", "bearer not-a-session", "Bearer  "] {
+            #expect(try await browser.api(h.baseURL + "/session", headers: [("Authorization", bearer)]).status == 401, "\(bearer)")
+        }
+    }
+
     @Test("hand-off: a wrong verifier burns the code, and the sign-in's tokens are revoked at the EHR")
     func wrongVerifier() async throws {
         let h = try await BFFHarness.start(returnOrigins: ["myapp:"])

@@ -93,18 +93,18 @@ extension BFFConfiguration {
         var returnOrigins = publicOrigin.map { [$0] } ?? []
         if let list = value("BFF_RETURN_ORIGINS") {
             returnOrigins = []
-            for item in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
-                if let o = origin(of: item), isBareOrigin(item) { returnOrigins.append(o) }
+            let items = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            if items.isEmpty { problems.append("BFF_RETURN_ORIGINS: lists no origin or scheme (leave it unset for the BFF's own origin)") }
+            for item in items {
+                if let o = origin(of: item), isBareOrigin(item), publicURLProblem(item) == nil { returnOrigins.append(o) }
                 else if isCustomScheme(item) { returnOrigins.append(item.lowercased()) }
-                else { problems.append("BFF_RETURN_ORIGINS: \"\(item)\" is neither an origin (https://host[:port]) nor a custom scheme (myapp:)") }
+                else { problems.append("BFF_RETURN_ORIGINS: \"\(item)\" is neither an origin (https://host[:port], port 1-65535) nor a custom scheme (myapp:)") }
             }
         }
 
         let sessionTTL = integer("BFF_SESSION_TTL", default: 28_800, range: 60...2_592_000)
         let logLevel = value("BFF_LOG_LEVEL")?.lowercased() ?? "info"
-        if !["debug", "info", "warning", "error"].contains(logLevel) {
-            problems.append("BFF_LOG_LEVEL: expected debug, info, warning or error, got \"\(logLevel)\"")
-        }
+        if let problem = logLevelProblem(logLevel) { problems.append(problem) }
         let sameSiteText = value("BFF_COOKIE_SAMESITE")?.lowercased() ?? "lax"
         let sameSite = SameSite(rawValue: sameSiteText)
         if sameSite == nil { problems.append("BFF_COOKIE_SAMESITE: expected lax or none, got \"\(sameSiteText)\"") }
@@ -146,6 +146,12 @@ extension BFFConfiguration {
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) } else if host.contains(":") { return nil }
         guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
         return (host, port)
+    }
+
+    /// What is wrong with a `BFF_LOG_LEVEL` value (lower-cased), or nil.
+    public static func logLevelProblem(_ level: String) -> String? {
+        ["debug", "info", "warning", "error"].contains(level) ? nil
+            : "BFF_LOG_LEVEL: expected debug, info, warning or error, got \"\(level)\""
     }
 
     /// What is wrong with an absolute http(s) `BFF_PUBLIC_URL` for a base URL that

@@ -62,10 +62,13 @@ struct SessionResolver: Sendable {
     }
 
     /// The session identifier: a bearer session token, or the cookie (which needs `X-CSRF: 1`).
+    /// `Authorization` of another scheme is not the BFF's (a proxy in front that asks for
+    /// Basic credentials passes them on) and leaves the cookie to count.
     private func credential(_ request: Request) throws -> String {
         let sessionID: String
-        if let authorization = request.headers["Authorization"] {
-            guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { throw Problems.unauthenticated() }
+        if let authorization = request.headers["Authorization"], authorization.utf8.count >= 6,
+           authorization.prefix(6).lowercased() == "bearer", authorization.utf8.count == 6 || authorization.dropFirst(6).first == " " {
+            guard authorization.count > 7 else { throw Problems.unauthenticated() }
             sessionID = String(authorization.dropFirst(7))
         } else if let cookie = services.cookie.read(from: request) {
             guard request.headers["X-CSRF"] == "1" else { throw Problems.csrf() }
