@@ -141,6 +141,9 @@ struct ConfigurationAndPolicyTests {
         #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"},{\(other),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}") == [])
         #expect(problems("{\(iss),\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"},{\(other),\"private_key_file\":\"\(rsa)\",\"private_key_id\":\"k1\"}")
             == [#"BFF_ISSUERS_FILE: entry 1: "private_key_id" k1 names another key already (each key needs a kid of its own)"#])
+        // Two ways to authenticate at the token endpoint: which was meant is not for the BFF to guess.
+        #expect(problems("{\(iss),\"client_secret\":\"s3cret\",\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}")
+            == [#"BFF_ISSUERS_FILE: entry 0: "client_secret" and "private_key_file" are two ways to authenticate; give one"#])
         #expect(problems("{\(iss),\"client_secret\":null}") == [])
         #expect(problems("{\(iss),\"id_token_issuer\":\"https://authorization.example/tenants/t-1/\"}") == [])
         let refused = [
@@ -175,7 +178,9 @@ struct ConfigurationAndPolicyTests {
             let expected = "BFF_ISSUERS_FILE: entry 1: \"iss\" \(iss) is cleartext http to a host that is not loopback; use https (http only for localhost, 127.0.0.0/8 or ::1)"
             #expect(problems(["https://ehr.example.org/fhir", iss]) == [expected])
         }
-        #expect(problems(["https://ehr.example.org/fhir#x"]) == [#"BFF_ISSUERS_FILE: entry 0: "iss" must not carry a fragment"#])
+        for iss in ["https://ehr.example.org/fhir#x", "https://ehr.example.org/fhir?tenant=1"] {
+            #expect(problems([iss]) == [#"BFF_ISSUERS_FILE: entry 0: "iss" is a FHIR base URL, with no query or fragment"#], "\(iss)")
+        }
     }
 
     @Test("loopback hosts: localhost, ::1, and IPv4 literals in 127.0.0.0/8; never a name that only starts like one", arguments: [

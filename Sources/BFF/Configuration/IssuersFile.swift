@@ -19,7 +19,10 @@ enum IssuersFile {
             guard let iss = item["iss"]?.stringValue, BFFConfiguration.origin(of: iss) != nil else {
                 throw Problem(message: "\(at): \"iss\" must be an absolute http(s) URL")
             }
-            guard URLComponents(string: iss)?.fragment == nil else { throw Problem(message: "\(at): \"iss\" must not carry a fragment") }
+            // A FHIR base: `{iss}/metadata` and `{iss}/{path}` are appended to it.
+            guard let parts = URLComponents(string: iss), parts.fragment == nil, parts.query == nil else {
+                throw Problem(message: "\(at): \"iss\" is a FHIR base URL, with no query or fragment")
+            }
             // Discovery, the JWKS and bearer tokens go to this URL: never in cleartext off this machine.
             guard URLPolicy.isUsableEndpoint(iss) else {
                 throw Problem(message: "\(at): \"iss\" \(iss) is cleartext http to a host that is not loopback; use https (http only for localhost, 127.0.0.0/8 or ::1)")
@@ -40,6 +43,10 @@ enum IssuersFile {
                 registration.idTokenIssuer = issuer
             }
             if let keyFile = try string(item, "private_key_file", at) {
+                // One way to authenticate at the token endpoint: which was meant is not for the BFF to guess.
+                guard registration.clientSecret == nil else {
+                    throw Problem(message: "\(at): \"client_secret\" and \"private_key_file\" are two ways to authenticate; give one")
+                }
                 guard let kid = try string(item, "private_key_id", at), !kid.isEmpty else {
                     throw Problem(message: "\(at): \"private_key_id\" is required with \"private_key_file\"")
                 }
