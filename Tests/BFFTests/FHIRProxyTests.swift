@@ -254,10 +254,14 @@ struct FHIRProxyTests {
                 "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
     }
 
-    @Test("an EHR that redirects a read outside its FHIR base: 502, no Location passed on, the read audited, counted as a redirect")
-    func redirectOutsideBase() async throws {
-        let front = try RiggedEHRFront(path: "/fhir/Binary/moved") { _ in
-            Array("HTTP/1.1 302 Found\r\nLocation: https://evil.example/steal\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+    @Test("an EHR that redirects a read outside its FHIR base: 502, no Location passed on, the read audited, counted as a redirect",
+          arguments: ["https://evil.example/steal", "/fhir/../session", "/fhir/Patient/%2e%2e/%2e%2e/session"]) // elsewhere; under the base as text only
+    func redirectOutsideBase(location: String) async throws {
+        let front = try RiggedEHRFront(path: "/fhir/Binary/moved") { _, head in
+            // A path is the EHR's own origin (from the Host the BFF sent), so only its dot segments climb out.
+            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
+            let target = location.hasPrefix("/") ? "http://\(host)\(location)" : location
+            return Array("HTTP/1.1 302 Found\r\nLocation: \(target)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
         }
         defer { front.shutdown() }
         let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
@@ -485,6 +489,21 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         let metrics = try await browser.request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_upstream_errors_total{kind=\"encoding\"} 1"))
+    }
+
+    @Test("a coding in a second Content-Encoding field (identity, then gzip) is refused as the first would be: 502")
+    func secondContentEncoding() async throws {
+        let front = try RiggedEHRFront(path: "/fhir/Patient/coded") { _ in
+            Array("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".utf8)
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/coded", launch: launch)
+        #expect(page.status == 502 && page.text.contains("content coding"), "\(page.status): \(page.text)")
     }
 
     @Test("a slow EHR gives 504 within the read timeout; an EHR that is down gives 502")

@@ -231,6 +231,39 @@ struct URLRewriterTests {
         }
     }
 
+    /// Paths a browser resolves to a place outside the base, and paths that only look alike.
+    static let dotSegments = ["../session", "Patient/../../session", "./Patient/1", "Patient/%2e%2e/%2E%2e/session", "Patient/.%2E/x",
+                              #"Patient\..\..\session"#, "..", "Patient/..?x=1", "Patient/..#f"]
+    static let notDotSegments = ["Patient/a..b", "Patient/.../x", "Patient/1?x=../y", "Patient/1#../y", "Patient/%2e1", "..x/y"]
+
+    @Test("a URL under the base whose path climbs out of it (dot segments, also percent-encoded or between backslashes) is not rewritten, in a Location or a body")
+    func dotSegmentsKept() {
+        let rewriter = URLRewriter(from: Self.base, to: Self.publicBase)
+        for rest in Self.dotSegments {
+            #expect(rewriter.rewritten(url: Self.base + "/" + rest) == nil, "\(rest)")
+            let json = rest.replacingOccurrences(of: "\\", with: "\\\\")
+            let body = #"{"link":[{"url":"\#(Self.base)/\#(json)"}],"ok":{"reference":"\#(Self.base)/Patient/1"}}"#
+            let expected = #"{"link":[{"url":"\#(Self.base)/\#(json)"}],"ok":{"reference":"\#(Self.publicBase)/Patient/1"}}"#
+            let bytes = Array(body.utf8)
+            #expect(Self.rewrite(body) == expected, "\(rest)")
+            for cut in 0...bytes.count {
+                #expect(Self.rewrite([Array(bytes[..<cut]), Array(bytes[cut...])]) == expected, "\(rest) split at \(cut)")
+            }
+        }
+        for rest in Self.notDotSegments {
+            #expect(rewriter.rewritten(url: Self.base + "/" + rest) == Self.publicBase + "/" + rest, "\(rest)")
+            #expect(Self.rewrite(#"{"url":"\#(Self.base)/\#(rest)"}"#) == #"{"url":"\#(Self.publicBase)/\#(rest)"}"#, "\(rest)")
+        }
+        // In JSON, escaped slashes separate segments too, and a \u escape is not read (kept: the safe side).
+        for kept in [#"{"url":"https:\/\/ehr.example\/fhir\/r4\/..\/session"}"#, #"{"url":"https://ehr.example/fhir/r4/\u002e\u002e/session"}"#] {
+            #expect(Self.rewrite(kept) == kept)
+        }
+        // A string still open after more bytes than any URL held back is left as it came.
+        let long = Array(#"{"url":"\#(Self.base)/Binary/\#(String(repeating: "a", count: URLRewriter.maxHeldString + 100))"}"#.utf8)
+        let cut = URLRewriter.maxHeldString + 50
+        #expect(Self.rewrite([Array(long[..<cut]), Array(long[cut...])]) == String(decoding: long, as: UTF8.self))
+    }
+
     static let pages = PageBinding(derivedKeys: [PageBinding.derivedKey(Array(repeating: 1, count: 32))], launchHash: "launch-a")
 
     /// A `url` value that is a HAPI paging link, and what the rewrite must leave: the BFF's

@@ -230,7 +230,10 @@ struct FHIRProxy: Sendable {
             response.body = .stream(length: request.method == "HEAD" && !rewrite ? FHIRProxy.lengthOfGET(upstream) : nil) { _ in }
             return response
         }
-        if let coding = upstream.header("Content-Encoding"), !coding.trimmingCharacters(in: .whitespaces).equalsIgnoringASCIICase("identity") {
+        // Every field counts: a second `Content-Encoding: gzip` after `identity` would put a
+        // body no mask or rewriting can read in front of the browser.
+        let codings = upstream.headers.values(named: "Content-Encoding")
+        if codings.contains(where: { !$0.trimmingCharacters(in: .whitespaces).equalsIgnoringASCIICase("identity") }) {
             // Asked for identity (HTTPClient does), sent something else: passed on without its
             // Content-Encoding (not a header the front end gets) it would look like a corrupt
             // resource, and the URL rewriting could not read it.

@@ -150,6 +150,15 @@ struct URLRewriter {
             case let .full(length, escaped, query):
                 guard URLRewriter.isRewrittenMember(bytes, quote: at, context: context) else { continue }
                 var found = Found(at: at, length: 1 + length, escaped: escaped, query: query)
+                if !query {
+                    // The whole string decides (`hasDotSegment`): held back until its closing
+                    // quote is here, unless it is longer than any URL to rewrite.
+                    guard let close = URLRewriter.closingQuote(bytes, from: at + found.length) else {
+                        if n - at <= URLRewriter.maxHeldString { return (matches, at) }
+                        continue
+                    }
+                    if URLRewriter.hasDotSegment(UnsafeRawBufferPointer(rebasing: bytes[(at + found.length)...close]), jsonEscaped: true) { continue }
+                }
                 if query {
                     // A page of search results, its id bound to the launch; any other query
                     // on the base stays the EHR's.
@@ -166,6 +175,24 @@ struct URLRewriter {
             }
         }
         return (matches, n)
+    }
+
+    /// The longest string held back whole for its check: a URL longer than this is left as
+    /// the EHR sent it.
+    static let maxHeldString = 16 * 1024
+
+    /// The index of the `"` that ends the JSON string whose contents begin at `start` (one
+    /// not escaped by a `\`), if it is in `bytes`.
+    private static func closingQuote(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        var i = start
+        while i < bytes.count {
+            switch bytes[i] {
+            case UInt8(ascii: "\""): return i
+            case UInt8(ascii: "\\"): i += 2 // the escaped byte, whatever it is
+            default: i += 1
+            }
+        }
+        return nil
     }
 
     private enum PageID {
@@ -242,8 +269,48 @@ struct URLRewriter {
     /// for any other URL.
     func rewritten(url: String) -> String? {
         let bytes = Array(url.utf8)
-        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ patterns.base.match($0, from: 0, escapes: false) }) else { return nil }
+        guard case let .full(length, _, false) = bytes.withUnsafeBytes({ patterns.base.match($0, from: 0, escapes: false) }),
+              !URLRewriter.hasDotSegment(bytes[length...], jsonEscaped: false) else { return nil }
         return patterns.replacementBase + "/" + String(decoding: bytes[length...], as: UTF8.self)
+    }
+
+    /// Whether the path of `rest` (what follows the base's `/`, up to `?`, `#` or the end) has
+    /// a dot segment: `.` or `..`, percent-encoded or not, between `/` or `\` (a browser reads
+    /// `\` in an http URL as `/`). `<base>/../session` is under the base as text, and a
+    /// browser resolves it to the BFF's `/session`: such a URL is not the EHR's resource and
+    /// is not rewritten. In a JSON string (`jsonEscaped`) `\/` and `\\` are read as
+    /// `/` and `\`, and any `\u` escape counts as a dot segment (the safe side).
+    static func hasDotSegment(_ rest: some Collection<UInt8>, jsonEscaped: Bool) -> Bool {
+        var dots = 0, other = false // the current segment: its dots, and whether it has anything else
+        var iterator = rest.makeIterator()
+        var pending: [UInt8] = [] // a percent escape being read
+        func endSegment() -> Bool {
+            defer { (dots, other) = (0, false) }
+            return !other && (dots == 1 || dots == 2)
+        }
+        while let next = iterator.next() {
+            var byte = next
+            if !pending.isEmpty {
+                pending.append(byte)
+                guard pending.count == 3 else { continue }
+                if pending[1] == UInt8(ascii: "2") && pending[2] | 0x20 == UInt8(ascii: "e") { dots += 1 } else { other = true }
+                pending = []
+                continue
+            }
+            if jsonEscaped && byte == UInt8(ascii: "\\") {
+                guard let escaped = iterator.next() else { break }
+                if escaped == UInt8(ascii: "u") { return true }
+                byte = escaped == UInt8(ascii: "/") || escaped == UInt8(ascii: "\\") ? escaped : UInt8(ascii: "x")
+            }
+            switch byte {
+            case UInt8(ascii: "/"), UInt8(ascii: "\\"): if endSegment() { return true }
+            case UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "\""): return endSegment()
+            case UInt8(ascii: "."): dots += 1
+            case UInt8(ascii: "%"): pending = [byte]
+            default: other = true
+            }
+        }
+        return pending.isEmpty && endSegment()
     }
 }
 

@@ -47,6 +47,17 @@ public struct ResponseFields: Sendable, RandomAccessCollection {
         }
     }
 
+    /// Every value of the field `name` (compared ignoring ASCII case), in order.
+    public func values(named name: String) -> [String] {
+        var name = name // withUTF8 is mutating; a native string is not copied
+        return name.withUTF8 { wanted in
+            bytes.withUnsafeBufferPointer { all in
+                spans.filter { ResponseFields.equalsIgnoringASCIICase(all[$0.name], wanted) }
+                    .map { String(decoding: all[$0.value], as: UTF8.self) }
+            }
+        }
+    }
+
     /// Calls `body` with each field's name and value bytes, in order, without making strings.
     func forEachField(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: Slice<UnsafeBufferPointer<UInt8>>) throws(HTTPClientError) -> Void)
         throws(HTTPClientError) {
