@@ -39,6 +39,18 @@ struct TokenMaskTests {
         #expect(mask.masked(cut) + mask.finish() == cut)
     }
 
+    @Test("a base64 token with / is masked as written and as JSON escapes it (\\/), whole and in pieces")
+    func escapedSlash() {
+        let token = "ab/cdEFgh+ij/klMNop=="
+        let body = Array(#"{"a":"\#(token)","b":"ab\/cdEFgh+ij\/klMNop=="}"#.utf8)
+        let expected = Array(#"{"a":"*********************","b":"***********************"}"#.utf8)
+        #expect(TokenMask(token: token).masked(whole: body) == expected)
+        for cut in 0...body.count {
+            var mask = TokenMask(token: token)
+            #expect(mask.masked(Array(body[..<cut])) + mask.masked(Array(body[cut...])) + mask.finish() == expected, "split at \(cut)")
+        }
+    }
+
     @Test("a token shorter than 16 bytes masks nothing: it would mask ordinary text")
     func short() {
         var mask = TokenMask(token: "abc")

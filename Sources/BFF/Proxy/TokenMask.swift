@@ -6,8 +6,8 @@ import CLinux
 /// request's credentials: an OperationOutcome's diagnostics quoting the `Authorization`
 /// field, a stack trace, a URL with `access_token=` in a `Location` or a Binary. Every
 /// occurrence of the token's bytes is overwritten with `*`, one for one: lengths stay as
-/// declared, and JSON stays JSON (a token is base64url and dots; nothing it could be
-/// mistaken for needs escaping).
+/// declared, and JSON stays JSON. A token with `/` (base64, not base64url) is also masked as
+/// JSON writers often escape it, `\/` for each `/`.
 ///
 /// Across chunks: bytes at a chunk's end that begin the token are held back until the next
 /// chunk shows whether the rest follows; `finish()` gives them up at the end. A chunk that
@@ -17,17 +17,24 @@ struct TokenMask {
     /// No EHR issues one (they carry 128 bits or more, 22+ characters in base64url).
     static let minimumLength = 16
 
-    private let token: [UInt8]
+    /// The token as written, and as JSON may escape it; none when it is too short to mask.
+    private let spellings: [[UInt8]]
+    /// The longest spelling's length.
+    private let longest: Int
     private var held: [UInt8] = []
 
     /// A mask for `token`; one that masks nothing when the token is shorter than `minimumLength`.
     init(token: String) {
-        self.token = token.utf8.count >= TokenMask.minimumLength ? Array(token.utf8) : []
+        guard token.utf8.count >= TokenMask.minimumLength else { (spellings, longest) = ([], 0); return }
+        let plain = Array(token.utf8)
+        let escaped = plain.flatMap { $0 == UInt8(ascii: "/") ? [UInt8(ascii: "\\"), $0] : [$0] }
+        spellings = escaped == plain ? [plain] : [plain, escaped]
+        longest = escaped.count
     }
 
     /// `value` with every occurrence of the token masked (a header field's value).
     func masked(_ value: String) -> String {
-        guard !token.isEmpty, value.utf8.count >= token.count else { return value }
+        guard !spellings.isEmpty, value.utf8.count >= TokenMask.minimumLength else { return value }
         let bytes = Array(value.utf8)
         let out = masked(whole: bytes)
         return out == bytes ? value : String(decoding: out, as: UTF8.self)
@@ -35,16 +42,16 @@ struct TokenMask {
 
     /// A whole body, masked (copied only when it holds the token).
     func masked(whole body: [UInt8]) -> [UInt8] {
-        guard !token.isEmpty, TokenMask.find(token, in: body, from: 0) != nil else { return body }
+        guard spellings.contains(where: { TokenMask.find($0, in: body, from: 0) != nil }) else { return body }
         var out = body
-        _ = TokenMask.mask(token, in: &out)
+        for spelling in spellings { _ = TokenMask.mask(spelling, in: &out) }
         return out
     }
 
     /// The next piece of a body: what can be passed on now. Bytes at its end that begin the
     /// token are kept until the next piece shows whether the rest follows (or `finish()`).
     mutating func masked(_ chunk: [UInt8]) -> [UInt8] {
-        guard !token.isEmpty else { return chunk }
+        guard !spellings.isEmpty else { return chunk }
         var buffer: [UInt8]
         if held.isEmpty {
             buffer = chunk
@@ -52,9 +59,13 @@ struct TokenMask {
             buffer = held
             buffer.append(contentsOf: chunk)
         }
-        let pastLast = TokenMask.find(token, in: buffer, from: 0) == nil ? 0 : TokenMask.mask(token, in: &buffer)
-        // Masked bytes are final; a token may begin only in the last token.count - 1 bytes after them.
-        let heldFrom = TokenMask.startOfPartialToken(token, in: buffer, from: max(buffer.count - (token.count - 1), pastLast))
+        var pastLast = 0
+        for spelling in spellings where TokenMask.find(spelling, in: buffer, from: 0) != nil {
+            pastLast = max(pastLast, TokenMask.mask(spelling, in: &buffer))
+        }
+        // Masked bytes are final; a token may begin only in the last longest - 1 bytes after them.
+        let from = max(buffer.count - (longest - 1), pastLast)
+        let heldFrom = spellings.map { TokenMask.startOfPartialToken($0, in: buffer, from: from) }.min() ?? buffer.count
         guard heldFrom < buffer.count else {
             held = []
             return buffer
