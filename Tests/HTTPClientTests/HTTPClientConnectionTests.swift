@@ -35,6 +35,28 @@ struct HTTPClientConnectionTests {
         #expect(server.requests.filter { $0.method == "POST" }.count <= 1)
     }
 
+    /// A server that sends the GET's body to HEAD, late: the HEAD's connection is not reused,
+    /// so those bytes are never read as the next request's answer.
+    @Test func headConnectionNotReused() async throws {
+        let server = try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                if request.method == "HEAD" {
+                    guard connection.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n") else { return }
+                    Thread.sleep(forTimeInterval: 0.3) // after the client has taken the head as the whole response
+                    guard connection.write("ok") else { return }
+                } else {
+                    guard connection.write(Self.ok) else { return }
+                }
+            }
+        }
+        let client = HTTPClient()
+        #expect(try await client.execute(HTTPClientRequest(method: "HEAD", url: server.baseURL + "/x")).status == 200)
+        try await Task.sleep(for: .milliseconds(100))
+        let get = try await client.execute(HTTPClientRequest(url: server.baseURL + "/y"))
+        #expect(get.status == 200 && get.body == Array("ok".utf8))
+        #expect(server.connectionCount == 2)
+    }
+
     /// The upstream reads the second request on a kept-alive connection, then closes it
     /// without answering: the race a client reusing a connection cannot avoid. A GET goes
     /// again on a fresh connection, once; a POST (not idempotent) fails and is never resent.

@@ -16,7 +16,8 @@ import HTTPCore
 ///
 /// Tolerated, as RFC 9112 allows a recipient: LF alone ending a line, and obs-fold lines
 /// (joined to the previous value with a space). Interim 1xx responses are skipped (ten at
-/// most), except 101, which was never asked for. Responses to HEAD, and 204 and 304, have no body.
+/// most), except 101, which was never asked for. Responses to HEAD, and 204 and 304, have no body;
+/// the connection of a response to HEAD is not reused.
 struct ResponseParser {
     /// The final response head.
     struct Head {
@@ -231,6 +232,10 @@ struct ResponseParser {
             }
         }
         if isResponseToHEAD || status == 204 || status == 304 {
+            // A server that sends the GET's body to HEAD anyway (a common fault) could have it
+            // arrive after the connection went back to the pool, to be read as the next
+            // request's answer: a response to HEAD ends its connection.
+            if isResponseToHEAD { allowsReuse = false }
             state = .done
         } else if chunked {
             if length != nil { allowsReuse = false } // both framings: chunked counts (RFC 9112 §6.3)
