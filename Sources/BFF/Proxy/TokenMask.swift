@@ -27,9 +27,15 @@ struct TokenMask {
     init(token: String) {
         guard token.utf8.count >= TokenMask.minimumLength else { (spellings, longest) = ([], 0); return }
         let plain = Array(token.utf8)
-        let escaped = plain.flatMap { $0 == UInt8(ascii: "/") ? [UInt8(ascii: "\\"), $0] : [$0] }
-        spellings = escaped == plain ? [plain] : [plain, escaped]
-        longest = escaped.count
+        let slashes = plain.count { $0 == UInt8(ascii: "/") }
+        guard slashes > 0 else { (spellings, longest) = ([plain], plain.count); return } // base64url: one spelling
+        var escaped: [UInt8] = []
+        escaped.reserveCapacity(plain.count + slashes)
+        for byte in plain {
+            if byte == UInt8(ascii: "/") { escaped.append(UInt8(ascii: "\\")) }
+            escaped.append(byte)
+        }
+        (spellings, longest) = ([plain, escaped], escaped.count)
     }
 
     /// `value` with every occurrence of the token masked (a header field's value).
