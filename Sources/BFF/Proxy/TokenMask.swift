@@ -10,54 +10,58 @@ import CLinux
 /// JSON writers often escape it, `\/` for each `/`.
 ///
 /// Across chunks: bytes at a chunk's end that begin the token are held back until the next
-/// chunk shows whether the rest follows; `finish()` gives them up at the end. A chunk that
-/// holds no token and ends in no beginning of one goes on as it is.
+/// chunk shows whether the rest follows; `finish()` gives them up at the end. A chunk or a
+/// value that holds no token and ends in no beginning of one goes on as it is, uncopied:
+/// the usual read costs a search, and no allocation.
 struct TokenMask {
     /// Shorter tokens are not masked: a token of a few bytes would mask ordinary text.
     /// No EHR issues one (they carry 128 bits or more, 22+ characters in base64url).
     static let minimumLength = 16
 
-    /// The token as written, and as JSON may escape it; none when it is too short to mask.
-    private let spellings: [[UInt8]]
+    /// The token as written (searched in place); nil when it is too short to mask.
+    private let token: String?
+    /// The token as JSON may escape it, when it holds `/`.
+    private let escaped: [UInt8]?
     /// The longest spelling's length.
     private let longest: Int
     private var held: [UInt8] = []
 
     /// A mask for `token`; one that masks nothing when the token is shorter than `minimumLength`.
     init(token: String) {
-        guard token.utf8.count >= TokenMask.minimumLength else { (spellings, longest) = ([], 0); return }
-        let plain = Array(token.utf8)
-        let slashes = plain.count { $0 == UInt8(ascii: "/") }
-        guard slashes > 0 else { (spellings, longest) = ([plain], plain.count); return } // base64url: one spelling
+        let count = token.utf8.count
+        guard count >= TokenMask.minimumLength else { (self.token, escaped, longest) = (nil, nil, 0); return }
+        self.token = token
+        let slashes = token.utf8.count { $0 == UInt8(ascii: "/") }
+        guard slashes > 0 else { (escaped, longest) = (nil, count); return } // base64url: one spelling
         var escaped: [UInt8] = []
-        escaped.reserveCapacity(plain.count + slashes)
-        for byte in plain {
+        escaped.reserveCapacity(count + slashes)
+        for byte in token.utf8 {
             if byte == UInt8(ascii: "/") { escaped.append(UInt8(ascii: "\\")) }
             escaped.append(byte)
         }
-        (spellings, longest) = ([plain, escaped], escaped.count)
+        (self.escaped, longest) = (escaped, escaped.count)
     }
 
     /// `value` with every occurrence of the token masked (a header field's value).
     func masked(_ value: String) -> String {
-        guard !spellings.isEmpty, value.utf8.count >= TokenMask.minimumLength else { return value }
-        let bytes = Array(value.utf8)
-        let out = masked(whole: bytes)
-        return out == bytes ? value : String(decoding: out, as: UTF8.self)
+        guard token != nil, value.utf8.count >= TokenMask.minimumLength else { return value }
+        var value = value // withUTF8 is mutating; a native string is not copied
+        guard value.withUTF8({ holdsToken(UnsafeRawBufferPointer($0)) }) else { return value }
+        return String(decoding: masked(whole: Array(value.utf8)), as: UTF8.self)
     }
 
     /// A whole body, masked (copied only when it holds the token).
     func masked(whole body: [UInt8]) -> [UInt8] {
-        guard spellings.contains(where: { TokenMask.find($0, in: body, from: 0) != nil }) else { return body }
+        guard token != nil, body.withUnsafeBytes(holdsToken) else { return body }
         var out = body
-        for spelling in spellings { _ = TokenMask.mask(spelling, in: &out) }
+        _ = mask(&out)
         return out
     }
 
     /// The next piece of a body: what can be passed on now. Bytes at its end that begin the
     /// token are kept until the next piece shows whether the rest follows (or `finish()`).
     mutating func masked(_ chunk: [UInt8]) -> [UInt8] {
-        guard !spellings.isEmpty else { return chunk }
+        guard token != nil else { return chunk }
         var buffer: [UInt8]
         if held.isEmpty {
             buffer = chunk
@@ -65,13 +69,9 @@ struct TokenMask {
             buffer = held
             buffer.append(contentsOf: chunk)
         }
-        var pastLast = 0
-        for spelling in spellings where TokenMask.find(spelling, in: buffer, from: 0) != nil {
-            pastLast = max(pastLast, TokenMask.mask(spelling, in: &buffer))
-        }
+        let pastLast = buffer.withUnsafeBytes(holdsToken) ? mask(&buffer) : 0
         // Masked bytes are final; a token may begin only in the last longest - 1 bytes after them.
-        let from = max(buffer.count - (longest - 1), pastLast)
-        let heldFrom = spellings.map { TokenMask.startOfPartialToken($0, in: buffer, from: from) }.min() ?? buffer.count
+        let heldFrom = startOfPartialToken(in: buffer, from: max(buffer.count - (longest - 1), pastLast))
         guard heldFrom < buffer.count else {
             held = []
             return buffer
@@ -87,34 +87,51 @@ struct TokenMask {
         return held
     }
 
-    /// Where the token first occurs in `bytes` at or after `from`.
-    private static func find(_ token: [UInt8], in bytes: [UInt8], from: Int) -> Int? {
-        guard bytes.count - from >= token.count else { return nil }
-        return token.withUnsafeBytes { needle in
-            bytes.withUnsafeBytes { haystack in
-                bff_memmem(haystack.baseAddress! + from, haystack.count - from, needle.baseAddress!, needle.count)
-                    .map { UnsafeRawPointer($0) - haystack.baseAddress! }
+    /// Calls `body` with each spelling's bytes until it returns true; whether one did.
+    private func anySpelling(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool {
+        guard var token else { return false } // withUTF8 is mutating; a native string is not copied
+        if token.withUTF8({ body(UnsafeRawBufferPointer($0)) }) { return true }
+        return escaped?.withUnsafeBytes(body) ?? false
+    }
+
+    private func holdsToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        anySpelling { TokenMask.find($0, in: bytes, from: 0) != nil }
+    }
+
+    /// Overwrites each occurrence of each spelling in `bytes` with `*`; returns the index just
+    /// past the last one.
+    private func mask(_ bytes: inout [UInt8]) -> Int {
+        var pastLast = 0
+        _ = anySpelling { spelling in
+            bytes.withUnsafeMutableBytes { out in
+                var from = 0
+                while let at = TokenMask.find(spelling, in: UnsafeRawBufferPointer(out), from: from) {
+                    for i in at..<(at + spelling.count) { out[i] = UInt8(ascii: "*") }
+                    from = at + spelling.count
+                    pastLast = max(pastLast, from)
+                }
             }
+            return false // every spelling
         }
+        return pastLast
     }
 
-    /// Overwrites each occurrence of `token` in `bytes` with `*`; returns the index just past
-    /// the last one.
-    private static func mask(_ token: [UInt8], in bytes: inout [UInt8]) -> Int {
-        var from = 0
-        while let at = find(token, in: bytes, from: from) {
-            for i in at..<(at + token.count) { bytes[i] = UInt8(ascii: "*") }
-            from = at + token.count
-        }
-        return from
+    /// Where `needle` first occurs in `haystack` at or after `from`.
+    private static func find(_ needle: UnsafeRawBufferPointer, in haystack: UnsafeRawBufferPointer, from: Int) -> Int? {
+        guard haystack.count - from >= needle.count, let start = haystack.baseAddress, let wanted = needle.baseAddress else { return nil }
+        return bff_memmem(start + from, haystack.count - from, wanted, needle.count).map { UnsafeRawPointer($0) - start }
     }
 
-    /// The first index at or after `from` where the rest of `bytes` is a beginning of the
-    /// token; `bytes.count` if there is none.
-    private static func startOfPartialToken(_ token: [UInt8], in bytes: [UInt8], from: Int) -> Int {
-        for start in max(from, 0)..<bytes.count where bytes[start] == token[0] {
-            if bytes[start...].elementsEqual(token.prefix(bytes.count - start)) { return start }
+    /// The first index at or after `from` where the rest of `bytes` is a beginning of a
+    /// spelling; `bytes.count` if there is none.
+    private func startOfPartialToken(in bytes: [UInt8], from: Int) -> Int {
+        var first = bytes.count
+        _ = anySpelling { spelling in
+            for start in max(from, 0)..<first where bytes[start] == spelling[0] {
+                if bytes[start...].elementsEqual(spelling.prefix(bytes.count - start)) { first = start; break }
+            }
+            return false // every spelling
         }
-        return bytes.count
+        return first
     }
 }

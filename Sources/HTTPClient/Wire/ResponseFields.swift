@@ -52,8 +52,11 @@ public struct ResponseFields: Sendable, RandomAccessCollection {
         var name = name // withUTF8 is mutating; a native string is not copied
         return name.withUTF8 { wanted in
             bytes.withUnsafeBufferPointer { all in
-                spans.filter { ResponseFields.equalsIgnoringASCIICase(all[$0.name], wanted) }
-                    .map { String(decoding: all[$0.value], as: UTF8.self) }
+                var values: [String] = [] // no allocation when no field has the name
+                for span in spans where ResponseFields.equalsIgnoringASCIICase(all[span.name], wanted) {
+                    values.append(String(decoding: all[span.value], as: UTF8.self))
+                }
+                return values
             }
         }
     }
