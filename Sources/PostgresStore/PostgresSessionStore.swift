@@ -236,6 +236,8 @@ public final class PostgresSessionStore: SessionStore {
                 break
             case .discard:
                 _ = try await c.query("DELETE FROM tokens WHERE launch_hash = \(hash)")
+            case .endLaunch:
+                _ = try await c.query("DELETE FROM launches WHERE id_hash = \(hash)") // its tokens with it (ON DELETE CASCADE)
             case let .replace(replacement, scope):
                 let sealed = try self.sealTokens(replacement, launchHash: hash)
                 if let scope { _ = try await c.query("UPDATE launches SET scope = \(scope) WHERE id_hash = \(hash)") }

@@ -163,4 +163,7 @@ public enum TokenLockOutcome: Sendable {
     /// The grant is gone: the tokens are deleted with the lock still held, so that no one
     /// waiting for it sends them again; the launch then has none (it answers 401).
     case discard
+    /// The launch cannot go on (its access token is spent and no refresh token came with it):
+    /// the launch and its tokens are deleted; the rest of its session stays.
+    case endLaunch
 }

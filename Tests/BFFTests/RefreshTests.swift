@@ -34,6 +34,35 @@ struct RefreshTests {
         #expect(await h.sandbox.state.refreshCount == 0, "a 40 s token was refreshed before half its life")
     }
 
+    @Test("a launch the EHR gave no refresh token: used until it expires, then it ends alone (401), its token revoked; the browser's other launch reads on")
+    func launchWithoutRefreshToken() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, first) = try await h.standaloneLogin(browser) // with a refresh token
+        await h.sandbox.state.setTokenResponseExtras(["refresh_token": nil])
+        await h.sandbox.state.setAccessTokenLifetime(4) // its refresh margin: the last 2 s
+        let (_, short) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setAccessTokenLifetime(3600)
+        await h.sandbox.state.resetCounters()
+        // Inside the margin, not expired: used as it is (nothing to refresh with).
+        try await Task.sleep(for: .milliseconds(2500))
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: short).status == 200)
+        #expect(await h.sandbox.state.tokenRequests == 0)
+        // Expired: this launch ends, alone.
+        try await Task.sleep(for: .milliseconds(2000))
+        let ended = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: short)
+        #expect(ended.status == 401 && ended.text.contains("no refresh token"), "\(ended.status): \(ended.text)")
+        #expect(await h.sandbox.state.tokenRequests == 0)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: short).status == 401)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first).status == 200)
+        let deadline = ContinuousClock.now + .seconds(10) // the spent access token is revoked in the background
+        while await h.sandbox.state.revocations < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await h.sandbox.state.revocations == 1)
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_token_refreshes_total{outcome=\"no_refresh_token\"} 1"))
+    }
+
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")
     func refreshAfter401() async throws {
         let h = try await BFFHarness.start()

@@ -41,6 +41,11 @@ actor TokenRefresher {
         gate = RefreshGate(slots: limits.concurrent)
     }
 
+    /// Whether the access token of `tokens` is past its `expires_in` (never, without one).
+    nonisolated static func hasExpired(_ tokens: TokenSet, now: Date) -> Bool {
+        tokens.accessTokenExpiresAt.map { $0 <= now } ?? false
+    }
+
     /// Whether an access token expiring at `expiresAt` should be refreshed before use.
     nonisolated static func isExpiring(_ expiresAt: Date?, now: Date, margin: TimeInterval = margin) -> Bool {
         expiresAt.map { $0.timeIntervalSince(now) < margin } ?? false
@@ -62,10 +67,12 @@ actor TokenRefresher {
         let rejected = staleVersion.map { $0 == current.version } ?? false
         let margin = TokenRefresher.margin(for: current)
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
+        // No refresh token came with it: nothing to refresh early; it serves until it expires.
+        if current.refreshToken == nil, !rejected, !TokenRefresher.hasExpired(current, now: services.now()) { return current }
         if stopping.load(ordering: .relaxed) && inFlight[launch.idHash] == nil {
             throw TokenRefresher.unavailable(SMARTError(.timeout, "smart-bff is stopping"))
         }
-        let task = inFlight[launch.idHash] ?? start(launch, seen: current.version)
+        let task = inFlight[launch.idHash] ?? start(launch, seen: current.version, rejected: rejected)
         do {
             return try await RefreshDeadline(deadline).wait(for: task) // each caller waits its own time
         } catch let error as SMARTError {
@@ -75,11 +82,11 @@ actor TokenRefresher {
 
     /// Starts refreshing `launch`, whose tokens were at version `seen`; it takes no slot
     /// after its deadline.
-    private func start(_ launch: LaunchRecord, seen: Int) -> Task<TokenSet, any Error> {
+    private func start(_ launch: LaunchRecord, seen: Int, rejected: Bool) -> Task<TokenSet, any Error> {
         let deadline = RefreshDeadline(self.deadline)
         let task = Task { [services, gate, background] () async throws -> TokenSet in
             do {
-                let tokens = try await TokenRefresher.refresh(launch, seen: seen, services: services, gate: gate, deadline: deadline,
+                let tokens = try await TokenRefresher.refresh(launch, seen: seen, rejected: rejected, services: services, gate: gate, deadline: deadline,
                                                               background: background, isStopping: { [weak self] in self?.isStopping ?? true })
                 self.finished(launch.idHash)
                 return tokens
@@ -131,13 +138,16 @@ actor TokenRefresher {
         case grantGone
         /// smart-bff is stopping: nothing was sent.
         case stopping
+        /// The access token is spent and there is no refresh token: the launch was deleted
+        /// (`TokenLockOutcome.endLaunch`); these tokens are to be revoked.
+        case cannotRenew(TokenSet)
     }
 
     /// Refreshes in a slot of `gate`, under the token row lock, unless another instance
     /// did meanwhile (the version moved on from `seen`). The EHR's token endpoint is known
     /// first (discovery, usually cached), so that no slot or lock waits on it; no slot is
     /// taken after `deadline`, but a request once sent is not cut short by it.
-    private static func refresh(_ launch: LaunchRecord, seen: Int, services: BFFServices, gate: RefreshGate, deadline: RefreshDeadline,
+    private static func refresh(_ launch: LaunchRecord, seen: Int, rejected: Bool, services: BFFServices, gate: RefreshGate, deadline: RefreshDeadline,
                                 background: BackgroundTasks, isStopping: @escaping @Sendable () -> Bool) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
         let outcome: Outcome?
@@ -146,7 +156,13 @@ actor TokenRefresher {
             outcome = try await gate.withSlot(for: launch.iss, before: deadline) {
                 try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, Outcome) in
                     if locked.version != seen { return (.keep, .tokens(locked)) } // another instance refreshed meanwhile
-                    guard let refreshToken = locked.refreshToken else { return (.discard, .grantGone) }
+                    guard let refreshToken = locked.refreshToken else {
+                        // No refresh token: the access token serves until it expires or the
+                        // EHR refuses it; then this launch ends, and only it (no grant was
+                        // refused: the session's other launches are not touched).
+                        if !rejected && !hasExpired(locked, now: services.now()) { return (.keep, .tokens(locked)) }
+                        return (.endLaunch, .cannotRenew(locked))
+                    }
                     guard !isStopping() else { return (.keep, .stopping) } // a request sent now might not be stored
                     do {
                         let response = try await RefreshDeadline(TokenRefresher.requestLimit).run {
@@ -179,6 +195,10 @@ actor TokenRefresher {
             throw Problems.sessionEnded("This launch has ended (signed out); sign in again.")
         case let .tokens(tokens)?:
             return tokens
+        case let .cannotRenew(spent)?:
+            services.metrics.recordRefresh("no_refresh_token")
+            background.start { await services.revokeTokens(of: [(launch, spent)]) } // the EHR may still take it
+            throw Problems.sessionEnded("This launch's access has ended and cannot be renewed: the EHR issued no refresh token. Launch the app again.")
         case .grantGone?:
             services.metrics.recordRefresh("invalid_grant")
             await endSession(of: launch, services: services, background: background)
