@@ -63,6 +63,34 @@ struct RefreshTests {
         #expect(metrics.contains("bff_token_refreshes_total{outcome=\"no_refresh_token\"} 1"))
     }
 
+    @Test("the database connection holding a refresh's lock is lost while the EHR answers: the rotated tokens are stored on a second try, the session goes on")
+    func refreshStoredAfterLostConnection() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.setTokenDelay(.seconds(2)) // the EHR answers the refresh after 2 s
+        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        // Meanwhile the connection that holds the token row lock is ended (a failover, a DBA's kill).
+        var ended = 0
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ended == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            ended = try await h.database.pool.query("""
+                SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE datname = current_database() AND state = 'idle in transaction'
+                  AND query LIKE '%FROM tokens%FOR UPDATE%' AND pid <> pg_backend_pid()
+                """).first?.int(0) ?? 0
+        }
+        #expect(ended == 1)
+        #expect(try await read.value == 200)
+        await h.sandbox.state.setTokenDelay(nil)
+        #expect(try await h.tokenVersion(of: launch) == 2) // the EHR's answer stored
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        #expect(await h.sandbox.state.refreshCount == 1)
+    }
+
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")
     func refreshAfter401() async throws {
         let h = try await BFFHarness.start()

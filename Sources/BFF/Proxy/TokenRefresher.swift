@@ -150,6 +150,7 @@ actor TokenRefresher {
     private static func refresh(_ launch: LaunchRecord, seen: Int, rejected: Bool, services: BFFServices, gate: RefreshGate, deadline: RefreshDeadline,
                                 background: BackgroundTasks, isStopping: @escaping @Sendable () -> Bool) async throws -> TokenSet {
         guard let registration = services.registration(for: launch.iss) else { throw Problems.issuerNotRegistered() }
+        let answer = Answer()
         let outcome: Outcome?
         do {
             let tokenEndpoint = try await services.metadata.configuration(for: launch.iss).tokenEndpoint
@@ -172,6 +173,7 @@ actor TokenRefresher {
                         }
                         services.metrics.recordRefresh("ok")
                         let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
+                        answer.keep(next, scope: response.scope)
                         // The scope the EHR says the new tokens carry is what the scope check
                         // goes by from now on: a refresh may narrow it (RFC 6749 §6).
                         return (.replace(next, scope: response.scope), .tokens(next))
@@ -189,6 +191,9 @@ actor TokenRefresher {
             // refresh still waits on the EHR. A retry finds its outcome.
             services.metrics.recordRefresh("failed")
             throw unavailable(SMARTError(.timeout, "another instance's refresh of this launch is still waiting on the EHR"))
+        } catch let error as PostgresError {
+            guard let (next, scope) = answer.value else { throw error }
+            return try await storeAgain(next, scope: scope, of: launch, seen: seen, after: error, services: services, background: background)
         }
         switch outcome {
         case nil:
@@ -205,6 +210,34 @@ actor TokenRefresher {
             throw Problems.sessionEnded()
         case .stopping?:
             throw unavailable(SMARTError(.timeout, "smart-bff is stopping"))
+        }
+    }
+
+    /// The EHR's answer to a refresh, kept outside the transaction that was to store it.
+    private final class Answer: Sendable {
+        private let kept = Mutex<(TokenSet, scope: String?)?>(nil)
+        func keep(_ tokens: TokenSet, scope: String?) { kept.withLock { $0 = (tokens, scope) } }
+        var value: (TokenSet, scope: String?)? { kept.withLock { $0 } }
+    }
+
+    /// The EHR answered a refresh and the transaction holding the lock then failed (its
+    /// connection was lost, the database restarted): the answer, a rotated refresh token
+    /// perhaps, is stored in a new transaction, unless the launch's tokens moved on from
+    /// `seen` meanwhile. Should that fail too, the new tokens are revoked (the launch keeps
+    /// the old ones, which a rotating EHR will refuse) and the error stands.
+    private static func storeAgain(_ next: TokenSet, scope: String?, of launch: LaunchRecord, seen: Int, after error: PostgresError,
+                                   services: BFFServices, background: BackgroundTasks) async throws -> TokenSet {
+        do {
+            let stored = try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, TokenSet) in
+                locked.version == seen ? (.replace(next, scope: scope), next) : (.keep, locked)
+            }
+            guard let stored else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
+            services.logger.warning("a refresh's answer was stored on a second try", metadata: [
+                "smart.iss": .string(launch.iss), "error": .string(String(describing: type(of: error)))])
+            return stored
+        } catch let again as PostgresError {
+            background.start { await services.revokeTokens(of: [(launch, next)]) }
+            throw again
         }
     }
 
