@@ -42,11 +42,13 @@ public struct TokenClient: Sendable {
         try authentication.apply(clientID: clientID, tokenEndpoint: tokenEndpoint, form: &form, headers: &headers)
         let response = try await send(form, headers: headers, url: tokenEndpoint)
         guard response.status == 200 else {
-            let error = (try? JSONParser.parse(response.body))?["error"]?.stringValue
-            if error == "invalid_grant" { throw SMARTError(.invalidGrant, "the EHR refused the grant (invalid_grant)") }
+            // A 5xx is an outage whatever its body says (a gateway's page may carry any JSON):
+            // RFC 6749 §5.2 errors, invalid_grant among them, come with 400.
             if response.status >= 500 {
                 throw SMARTError(.tokenEndpoint, "the token endpoint is unavailable (HTTP \(response.status))")
             }
+            let error = (try? JSONParser.parse(response.body))?["error"]?.stringValue
+            if error == "invalid_grant" { throw SMARTError(.invalidGrant, "the EHR refused the grant (invalid_grant)") }
             throw SMARTError(.tokenEndpoint, "the token endpoint answered HTTP \(response.status)\(error.map { " (\(TokenClient.shown($0)))" } ?? "")")
         }
         return try TokenResponse.parse(response.body)

@@ -13,7 +13,7 @@ extension SandboxEHR {
         await state.countToken(refresh: grantType == "refresh_token")
         if let delay = await state.tokenDelay { try? await Task.sleep(for: delay) }
         if let status = await state.tokenEndpointStatus {
-            return oauthError("temporarily_unavailable", status: HTTPStatus(code: status))
+            return oauthError(await state.tokenEndpointError, status: HTTPStatus(code: status))
         }
         guard let client = await authenticate(request, form) else { return oauthError("invalid_client", status: .unauthorized) }
         switch grantType {

@@ -60,6 +60,8 @@ public actor SandboxState {
     public private(set) var refreshScope: String?
     /// When set, the token endpoint answers every request with this status (e.g. 503).
     public private(set) var tokenEndpointStatus: Int?
+    /// The OAuth `error` the token endpoint sends with `tokenEndpointStatus`.
+    public private(set) var tokenEndpointError = "temporarily_unavailable"
     /// Every request to the token endpoint waits this long before it is answered (counted
     /// on arrival): an EHR whose token endpoint hangs.
     public private(set) var tokenDelay: Duration?
@@ -136,7 +138,10 @@ public actor SandboxState {
     /// Makes refreshes grant `scope` in place of the original grant's, or nil to keep that.
     public func setRefreshScope(_ scope: String?) { refreshScope = scope }
     /// Makes the token endpoint answer with this HTTP status (e.g. 503), or nil.
-    public func setTokenEndpointStatus(_ status: Int?) { tokenEndpointStatus = status }
+    public func setTokenEndpointStatus(_ status: Int?, error: String = "temporarily_unavailable") {
+        tokenEndpointStatus = status
+        tokenEndpointError = error
+    }
     /// Delays every token endpoint answer by `delay`, or not at all with nil.
     public func setTokenDelay(_ delay: Duration?) { tokenDelay = delay }
     /// Answers the next authorization request with `error=access_denied`.

@@ -254,14 +254,15 @@ struct RefreshTests {
         #expect(await h.sandbox.state.revocations == 2)
     }
 
-    @Test("an EHR outage during refresh is 503 and keeps the session; it recovers")
-    func outageDuringRefresh() async throws {
+    @Test("an EHR outage during refresh is 503 and keeps the session, whatever error its 5xx body names; it recovers",
+          arguments: ["temporarily_unavailable", "invalid_grant"])
+    func outageDuringRefresh(error: String) async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.expireAccessTokens()
-        await h.sandbox.state.setTokenEndpointStatus(503)
+        await h.sandbox.state.setTokenEndpointStatus(503, error: error)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 503)
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
         await h.sandbox.state.setTokenEndpointStatus(nil)
