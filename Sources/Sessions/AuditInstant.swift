@@ -78,7 +78,18 @@ public struct AuditInstant: Sendable, Hashable, Comparable, CustomStringConverti
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else { return false }
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
         let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        return (1...12).contains(month) && (1...days[month - 1]).contains(day) && hour <= 23 && minute <= 59 && second <= 60
+        // Then the zone and nothing else: Z, or an offset of at most 23:59 (RFC 3339 §5.6).
+        let zone = Array(text.utf8.dropFirst(19))
+        let zoneValid: Bool
+        if zone == [UInt8(ascii: "Z")] || zone == [UInt8(ascii: "z")] {
+            zoneValid = true
+        } else if zone.count == 6, zone[0] == UInt8(ascii: "+") || zone[0] == UInt8(ascii: "-"), zone[3] == UInt8(ascii: ":"),
+                  zone[1...2].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), zone[4...5].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            zoneValid = Int(zone[1] - 0x30) * 10 + Int(zone[2] - 0x30) <= 23 && zone[4] <= UInt8(ascii: "5")
+        } else {
+            zoneValid = false
+        }
+        return zoneValid && (1...12).contains(month) && (1...days[month - 1]).contains(day) && hour <= 23 && minute <= 59 && second <= 60
     }
 
     /// Year, month and day of the day `days` after 1970-01-01 (proleptic Gregorian; Howard
