@@ -19,7 +19,7 @@ final class RiggedEHRFront: Sendable {
     private let backendPort = Atomic<Int>(0)
     private let answers = Counter()
 
-    /// Requests for `path` answered so far (their answer's first bytes sent).
+    /// Requests for `path` answered so far (counted as their answer is sent).
     var answered: Int { answers.current }
 
     /// `http://127.0.0.1:<port>`.
@@ -52,8 +52,9 @@ final class RiggedEHRFront: Sendable {
         guard let head = readHead(client) else { return }
         let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self).split(separator: " ")
         if requestLine.count == 3, requestLine[1] == path {
-            _ = LoopbackSocket.sendAll(client, answer(String(requestLine[0]), String(decoding: head, as: UTF8.self))[...])
-            answers.increment()
+            let bytes = answer(String(requestLine[0]), String(decoding: head, as: UTF8.self))
+            answers.increment() // before the bytes go: the BFF may answer the browser before this thread runs again
+            _ = LoopbackSocket.sendAll(client, bytes[...])
             let end = Date().addingTimeInterval(hold)
             while Date() < end {
                 Thread.sleep(forTimeInterval: drip.isEmpty ? hold : 0.2)
