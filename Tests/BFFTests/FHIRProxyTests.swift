@@ -516,8 +516,9 @@ struct FHIRProxyTests {
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         await h.sandbox.state.setFHIRDelay(.seconds(60)) // the sandbox's stop ends it: no one waits for it
-        let started = ContinuousClock.now
+        let started = ContinuousClock.now, asked = Date()
         let slow = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        let answered = Date()
         // 2 s configured against a 60 s delay: the 504 must come long before the EHR would
         // answer. Timed on this task, which a busy machine can hold back: hence 30 s, not 2.
         #expect(slow.status == 504 && ContinuousClock.now - started < .seconds(30), "\(slow.status) after \(ContinuousClock.now - started)")
@@ -531,6 +532,9 @@ struct FHIRProxyTests {
         await h.bff.services.audit.flush()
         let entries = try await h.database.store.auditEntries(since: nil)
         #expect(entries.map(\.upstreamStatus) == [0, 200, 0])
+        // In the trail at the time the read was made, not when the BFF gave up on it 2 s later.
+        #expect(entries[0].at >= asked.addingTimeInterval(-0.1) && answered.timeIntervalSince(entries[0].at) >= 1.5,
+                "asked \(asked), recorded \(entries[0].at), answered \(answered)")
         let event = AuditEventExport.auditEvent(entries[0])
         #expect(event["outcome"]?.stringValue == "8" && event["outcomeDesc"]?.stringValue == "no answer from the EHR")
         #expect(AuditEventExport.auditEvent(entries[1])["outcome"]?.stringValue == "0")

@@ -40,18 +40,18 @@ struct FHIRProxy: Sendable {
             (token, version) = (tokens.accessToken, tokens.version)
         }
         let url = FHIRProxy.upstreamURL(base: launch.iss, path: path, query: query)
-        var upstream = try await send(request, launch: launch, url: url, target: target, token: token)
+        var (upstream, askedAt) = try await send(request, launch: launch, url: url, target: target, token: token)
         if upstream.status == 401 {
             // The EHR was asked and refused: in the trail as it was, whatever the refresh brings.
-            auditRecorder(request: request, launch: launch, target: target, status: upstream.status)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: upstream.status, at: askedAt)(0)
             upstream.body.cancel()
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
             services.proxyCache.invalidate(launchHash: launch.idHash) // whether or not this call refreshed
             token = tokens.accessToken
-            upstream = try await send(request, launch: launch, url: url, target: target, token: token)
+            (upstream, askedAt) = try await send(request, launch: launch, url: url, target: target, token: token)
         }
-        return try await respond(upstream, request: request, launch: launch, target: target, rewriter: entry.rewriter,
+        return try await respond(upstream, request: request, launch: launch, target: target, askedAt: askedAt, rewriter: entry.rewriter,
                                  mask: TokenMask(token: token))
     }
 
@@ -139,8 +139,10 @@ struct FHIRProxy: Sendable {
     /// could not be reached, or broke off, or the browser went away first: then the request is
     /// cancelled) is in the audit trail with upstream status 0: the EHR may have read the data
     /// even so.
-    private func send(_ request: Request, launch: LaunchRecord, url: String, target: String, token: String) async throws -> HTTPClientStreamingResponse {
+    private func send(_ request: Request, launch: LaunchRecord, url: String, target: String, token: String) async throws
+        -> (response: HTTPClientStreamingResponse, askedAt: Date) {
         let iss = launch.iss
+        let askedAt = services.now() // the read's time in the trail, however long the EHR takes
         var headers: [(String, String)] = []
         headers.reserveCapacity(2 + FHIRProxy.conditionalFields.count)
         headers.append(("Authorization", "Bearer " + token))
@@ -160,7 +162,7 @@ struct FHIRProxy: Sendable {
         } catch {
             // Never sent: this launch's own reads kept it waiting, not the EHR.
             if error.isShareBusy { throw Problems.tooManyReads() }
-            auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer, at: askedAt)(0)
             if Task.isCancelled { throw CancellationError() } // the browser went: no fault of the EHR's
             services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
             if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
@@ -171,10 +173,10 @@ struct FHIRProxy: Sendable {
         services.upstreamFailures.answered(iss: iss, now: services.now())
         if Task.isCancelled { // the browser went as the head came: nothing more is read
             response.body.cancel()
-            auditRecorder(request: request, launch: launch, target: target, status: response.status)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: response.status, at: askedAt)(0)
             throw CancellationError()
         }
-        return response
+        return (response, askedAt)
     }
 
     /// The `kind` label under which `bff_upstream_errors_total` counts a failed request.
@@ -193,7 +195,7 @@ struct FHIRProxy: Sendable {
 
     /// The EHR's response as the front end gets it; `mask` hides the access token wherever
     /// the EHR echoed it.
-    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord, target: String,
+    private func respond(_ upstream: HTTPClientStreamingResponse, request: Request, launch: LaunchRecord, target: String, askedAt: Date,
                          rewriter: URLRewriter, mask: TokenMask) async throws -> Response {
         var response = Response(status: HTTPStatus(code: upstream.status), headers: HTTPHeaders(minimumCapacity: 5))
         for name in FHIRProxy.passedFields {
@@ -214,7 +216,7 @@ struct FHIRProxy: Sendable {
         // As the client's framing read it: a Content-Length sent beside chunked coding is not
         // the body's length (RFC 9112 §6.3), and is not passed on.
         let declared = upstream.declaredLength
-        let audit = auditRecorder(request: request, launch: launch, target: target, status: upstream.status)
+        let audit = auditRecorder(request: request, launch: launch, target: target, status: upstream.status, at: askedAt)
         let body = upstream.body
         if FHIRProxy.redirects.contains(upstream.status), response.headers["Location"] == nil {
             body.cancel()
@@ -313,9 +315,9 @@ struct FHIRProxy: Sendable {
     private static let json: [UInt8] = Array("json".utf8)
 
     /// Records the PHI access audit entry once the body is through.
-    /// `target`: the path and query the EHR was asked for.
-    private func auditRecorder(request: Request, launch: LaunchRecord, target: String, status: Int) -> @Sendable (Int64) -> Void {
-        let entry = AuditEntry(at: services.now(), launchHash: launch.idHash, iss: launch.iss, sub: launch.sub, fhirUser: launch.fhirUser,
+    /// `target`: the path and query the EHR was asked for; `at`: when it was asked.
+    private func auditRecorder(request: Request, launch: LaunchRecord, target: String, status: Int, at: Date) -> @Sendable (Int64) -> Void {
+        let entry = AuditEntry(at: at, launchHash: launch.idHash, iss: launch.iss, sub: launch.sub, fhirUser: launch.fhirUser,
                                patient: launch.patient, method: request.method,
                                pathAndQuery: target,
                                upstreamStatus: status, bytes: 0)
