@@ -695,10 +695,18 @@ struct FHIRProxyTests {
         let events = entries.map { AuditEventExport.auditEvent($0) }
         for event in events {
             let parsed = try JSONParser.parse(event.serialized())
-            #expect(parsed["resourceType"]?.stringValue == "AuditEvent" && parsed["action"]?.stringValue == "R")
+            #expect(parsed["resourceType"]?.stringValue == "AuditEvent")
             #expect(parsed["recorded"]?.stringValue?.hasSuffix("Z") == true && parsed["agent"]?.arrayValue?.count == 1)
         }
-        #expect(events[0]["entity"]?.arrayValue?.contains { $0["what"]?["reference"]?.stringValue == "Patient/pat-1" } == true)
+        // A search is action E ("perform a query/search operation"), with its query in entity.query (base64); reads are R.
+        #expect(events.map { $0["action"]?.stringValue } == ["R", "E", "R"])
+        let searched = events[1]["entity"]?.arrayValue?.first
+        #expect(searched?["query"]?.stringValue == Data("patient=pat-1".utf8).base64EncodedString())
+        #expect(events[0]["entity"]?.arrayValue?.first?["query"] == nil)
+        // The EHR is named: the object's identifier system is its base, the patient an absolute reference under it.
+        let iss = try #require(entries.first?.iss)
+        #expect(searched?["what"]?["identifier"]?["system"]?.stringValue == iss)
+        #expect(events[0]["entity"]?.arrayValue?.contains { $0["what"]?["reference"]?.stringValue == iss + "/Patient/pat-1" } == true)
         #expect(events.map { $0["subtype"]?.arrayValue?.first?["code"]?.stringValue } == ["read", "search-type", "read"])
         let details = events[0]["entity"]?.arrayValue?.first?["detail"]?.arrayValue ?? []
         #expect(details.contains { $0["type"]?.stringValue == "method" && $0["valueString"]?.stringValue == "GET" })

@@ -105,6 +105,15 @@ enum FHIRInteraction: Equatable {
         }
     }
 
+    /// Whether it reads given resources (and their versions), rather than searching or
+    /// running an operation: AuditEventAction `R`, not `E`.
+    var isRead: Bool {
+        switch self {
+        case .capabilities, .read, .vread, .historyInstance: true
+        case .searchType, .historyType, .historySystem, .operation, .page, .other: false
+        }
+    }
+
     /// Its code in http://hl7.org/fhir/restful-interaction (an unknown shape counts as a
     /// system-level search; a page, of a search of unknown type, is the general `search`).
     var code: String {
