@@ -36,21 +36,25 @@ struct RefreshTests {
 
     @Test("a launch the EHR gave no refresh token: used until it expires, then it ends alone (401), its token revoked; the browser's other launch reads on")
     func launchWithoutRefreshToken() async throws {
-        let h = try await BFFHarness.start()
+        let h = try await BFFHarness.start(proxyCacheSeconds: 0) // each read sees the token's expiry as stored
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, first) = try await h.standaloneLogin(browser) // with a refresh token
         await h.sandbox.state.setTokenResponseExtras(["refresh_token": nil])
-        await h.sandbox.state.setAccessTokenLifetime(4) // its refresh margin: the last 2 s
-        let (_, short) = try await h.standaloneLogin(browser)
-        await h.sandbox.state.setAccessTokenLifetime(3600)
+        let short = try #require(try await h.standaloneLogin(browser).launch)
         await h.sandbox.state.resetCounters()
-        // Inside the margin, not expired: used as it is (nothing to refresh with).
-        try await Task.sleep(for: .milliseconds(2500))
+        // Its expiry as the BFF knows it, moved (the EHR takes the token all along).
+        func expires(in seconds: Int) async throws {
+            try await h.database.pool.query("""
+                UPDATE tokens SET access_expires_at = now() + make_interval(secs => \(seconds)) WHERE launch_hash = \(Identifier.hash(short))
+                """)
+        }
+        // Inside the refresh margin, not expired: used as it is (nothing to refresh with).
+        try await expires(in: 20)
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: short).status == 200)
         #expect(await h.sandbox.state.tokenRequests == 0)
         // Expired: this launch ends, alone.
-        try await Task.sleep(for: .milliseconds(2000))
+        try await expires(in: -1)
         let ended = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: short)
         #expect(ended.status == 401 && ended.text.contains("no refresh token"), "\(ended.status): \(ended.text)")
         #expect(await h.sandbox.state.tokenRequests == 0)
