@@ -74,7 +74,7 @@ struct RefreshTests {
         let browser = Browser(client: h.client)
         let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
         await h.sandbox.state.resetCounters()
-        await h.sandbox.state.setTokenDelay(.seconds(2)) // the EHR answers the refresh after 2 s
+        await h.sandbox.state.setTokenDelay(.seconds(4)) // the EHR answers the refresh after 4 s: time to find its lock holder
         let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
         // Meanwhile the connection that holds the token row lock is ended (a failover, a DBA's kill).
         var ended = 0
