@@ -264,11 +264,8 @@ struct FHIRProxyTests {
             return Array("HTTP/1.1 302 Found\r\nLocation: \(target)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
         }
         defer { front.shutdown() }
-        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
         defer { Task { await h.stop() } }
-        front.forward(to: h.sandbox.port)
-        let browser = Browser(client: h.client)
-        let launch = try #require(try await h.standaloneLogin(browser).launch)
         let page = try await browser.api(h.baseURL + "/fhir/Binary/moved", launch: launch)
         #expect(page.status == 502 && page.text.contains("outside its FHIR base"), "\(page.status): \(page.text)")
         #expect(page.location == nil)
@@ -296,11 +293,8 @@ struct FHIRProxyTests {
                 + "ETag: W/\"\(token)\"\r\nContent-Type: application/fhir+json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body).utf8)
         }
         defer { front.shutdown() }
-        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
         defer { Task { await h.stop() } }
-        front.forward(to: h.sandbox.port)
-        let browser = Browser(client: h.client)
-        let launch = try #require(try await h.standaloneLogin(browser).launch)
         let page = try await browser.api(h.baseURL + "/fhir/Patient/echo", launch: launch)
         let token = seen.withLock { $0 } ?? ""
         let stars = String(repeating: "*", count: token.utf8.count)
@@ -317,11 +311,8 @@ struct FHIRProxyTests {
         let head = "HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nContent-Length: 1000\r\n\r\n"
         let front = try RiggedEHRFront(path: "/fhir/Patient/silent", hold: 10) { _ in Array((head + #"{"resourceType":"Pat"#).utf8) }
         defer { front.shutdown() }
-        let h = try await BFFHarness.start(readTimeout: .seconds(2), sandbox: { $0.publicBaseURL = front.url })
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front, readTimeout: .seconds(2))
         defer { Task { await h.stop() } }
-        front.forward(to: h.sandbox.port)
-        let browser = Browser(client: h.client)
-        let launch = try #require(try await h.standaloneLogin(browser).launch)
         let page = try await browser.api(h.baseURL + "/fhir/Patient/silent", launch: launch)
         #expect(page.status == 504 && page.text.contains("stopped sending"), "\(page.status): \(page.text)")
         let metrics = try await browser.request(h.baseURL + "/metrics").text
@@ -417,11 +408,8 @@ struct FHIRProxyTests {
                        "HEAD": FHIRProxyTests.bothFramings(declared: declared, method: "HEAD")]
         let front = try RiggedEHRFront(path: "/fhir/Binary/both-framings") { answers[$0] ?? [] }
         defer { front.shutdown() }
-        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
         defer { Task { await h.stop() } }
-        front.forward(to: h.sandbox.port)
-        let browser = Browser(client: h.client)
-        let launch = try #require(try await h.standaloneLogin(browser).launch)
         let cookie = browser.cookieValues.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
         let port = h.bff.port
         let (get, afterGet, head) = try await runBlocking { () throws -> (RawHTTPClient.RawResponse?, [UInt8], RawHTTPClient.RawResponse?) in
@@ -497,11 +485,8 @@ struct FHIRProxyTests {
             Array("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".utf8)
         }
         defer { front.shutdown() }
-        let h = try await BFFHarness.start(sandbox: { $0.publicBaseURL = front.url })
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
         defer { Task { await h.stop() } }
-        front.forward(to: h.sandbox.port)
-        let browser = Browser(client: h.client)
-        let launch = try #require(try await h.standaloneLogin(browser).launch)
         let page = try await browser.api(h.baseURL + "/fhir/Patient/coded", launch: launch)
         #expect(page.status == 502 && page.text.contains("content coding"), "\(page.status): \(page.text)")
     }

@@ -1,6 +1,7 @@
 import BFFTesting
 import Foundation
 import Synchronization
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -82,3 +83,21 @@ final class RiggedEHRFront: Sendable {
         return nil
     }
 }
+
+extension BFFHarness {
+    /// A BFF whose EHR is `front` (which relays all but its own path to the sandbox), and a
+    /// browser signed in through it: the harness (stop it), the browser and its launch.
+    static func signedIn(behind front: RiggedEHRFront, readTimeout: Duration = .seconds(30)) async throws -> (BFFHarness, Browser, String) {
+        let h = try await BFFHarness.start(readTimeout: readTimeout, sandbox: { $0.publicBaseURL = front.url })
+        front.forward(to: h.sandbox.port)
+        let browser = Browser(client: h.client)
+        do {
+            let launch = try #require(try await h.standaloneLogin(browser).launch)
+            return (h, browser, launch)
+        } catch {
+            await h.stop()
+            throw error
+        }
+    }
+}
+
