@@ -81,10 +81,40 @@ public final class BFFServices: Sendable {
     /// The EHR's SMART configuration (cached). A failure, a timeout too, is a 502 problem
     /// ("discovery failed", as the contract has it); its detail says which.
     func discovery(for registration: IssuerRegistration) async throws -> SMARTConfiguration {
-        do { return try await metadata.configuration(for: registration.iss) } catch {
+        let configuration: SMARTConfiguration
+        do { configuration = try await metadata.configuration(for: registration.iss) } catch {
             logUpstreamFailure("EHR discovery failed", iss: registration.iss, error)
             throw Problems.upstream(.badGateway, "EHR discovery failed: \(error.detail)")
         }
+        if let other = await otherRegistration(claiming: registration.openIDIssuer(discovered: configuration.issuer), besides: registration) {
+            logger.warning("EHR discovery names another registered EHR's issuer: its sign-ins are refused",
+                           metadata: ["smart.iss": .string(registration.iss), "smart.other_iss": .string(other)])
+            throw Problems.upstream(.badGateway, "The EHR's discovery names the issuer of another registered EHR.")
+        }
+        return configuration
+    }
+
+    /// The registered EHR (its `iss`), other than `registration`, whose issuer is `issuer`.
+    /// RFC 9207's mix-up defence holds only while each authorization server's issuer is its
+    /// own: an EHR that claimed another's would get that one's codes, and its PKCE verifiers,
+    /// sent to its own token endpoint. An issuer is another EHR's when it is that one's by
+    /// registration (its FHIR base or `id_token_issuer`); or when that one's discovery named
+    /// it too and neither registration makes it this one's (then which is honest is unknown).
+    /// A discovery that names this registration's own base stays this one's, whoever else
+    /// claims it.
+    private func otherRegistration(claiming issuer: String, besides registration: IssuerRegistration) async -> String? {
+        let wanted = IssuerRegistration.normalize(issuer)
+        func owns(_ r: IssuerRegistration) -> Bool {
+            ([r.iss] + (r.idTokenIssuer.map { [$0] } ?? [])).contains { IssuerRegistration.normalize($0) == wanted }
+        }
+        let ownedHere = owns(registration)
+        for other in registrations.values where other.iss != registration.iss {
+            if owns(other) { return other.iss }
+            if !ownedHere, let discovered = await metadata.cachedIssuer(for: other.iss), IssuerRegistration.normalize(discovered) == wanted {
+                return other.iss
+            }
+        }
+        return nil
     }
 
     /// Logs a request to the EHR that failed below HTTP (no connection, TLS, timeout) with

@@ -63,6 +63,9 @@ public actor EHRMetadata {
         return try result.get()
     }
 
+    /// The `issuer` the cached discovery of `iss` named, if it is cached and named one.
+    public func cachedIssuer(for iss: String) -> String? { cache[iss]?.configuration.issuer }
+
     /// Records a JWKS fetch result for `/readyz`.
     public func recordJWKS(_ iss: String, _ result: String) {
         record(iss) { $0.jwks = result }

@@ -3,9 +3,11 @@ import BFFTesting
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import HTTPCore
 #endif
 import JSON
 import Sandbox
+import Synchronization
 import Testing
 
 @Suite("SMART launch flows over real sockets")
@@ -316,6 +318,35 @@ extension LaunchFlowTests {
         try await Task.sleep(for: .milliseconds(5200))
         let retried = try await browser.request(h.baseURL + "/login")
         #expect(retried.status == 502 && asked.current == 2, "tried again after 5 s: \(retried.status) \(asked.current)")
+    }
+}
+
+extension LaunchFlowTests {
+    @Test("a registered EHR whose discovery names another registered EHR's issuer: its sign-ins are refused (502), the other's go on (RFC 9207's mix-up defence)")
+    func discoveryClaimsAnotherIssuer() async throws {
+        let claimed = Mutex<String>("")
+        // EHR B: its discovery says it is EHR A (the sandbox), with B's own endpoints, so that
+        // A's codes and PKCE verifiers would be sent to B's token endpoint.
+        let front = try RiggedEHRFront(path: "/fhir/.well-known/smart-configuration") { _, head in
+            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
+            let body = #"{"issuer":"\#(claimed.withLock { $0 })","authorization_endpoint":"http://\#(host)/authorize","#
+                + #""token_endpoint":"http://\#(host)/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
+            return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app"), IssuerRegistration(iss: front.url + "/fhir", clientID: "test-app")]
+        })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        claimed.withLock { $0 = h.sandbox.fhirBaseURL }
+        let browser = Browser(client: h.client)
+        let impostor = try await browser.request(h.baseURL + "/login?iss=" + PercentEncoding.encode(front.url + "/fhir"))
+        #expect(impostor.status == 502 && impostor.text.contains("issuer of another registered EHR"), "\(impostor.status) \(impostor.text)")
+        #expect(impostor.location == nil)
+        // The EHR whose issuer it is signs in as before, B's claim cached or not.
+        let honest = try await browser.request(h.baseURL + "/login?iss=" + PercentEncoding.encode(h.sandbox.fhirBaseURL))
+        #expect(honest.status == 302 && honest.location?.hasPrefix(h.sandbox.baseURL) == true, "\(honest.status) \(honest.location ?? "")")
     }
 }
 
