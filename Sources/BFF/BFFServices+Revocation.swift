@@ -18,7 +18,9 @@ extension BFFServices {
         }
     }
 
-    private func revoke(_ tokens: TokenSet, iss: String) async {
+    /// Revokes `tokens`, of the EHR registered as `iss` (tokens no launch holds: a sign-in
+    /// refused after its code was exchanged).
+    func revoke(_ tokens: TokenSet, iss: String) async {
         guard let registration = registration(for: iss),
               let configuration = try? await metadata.configuration(for: iss),
               let endpoint = configuration.revocationEndpoint else { return }

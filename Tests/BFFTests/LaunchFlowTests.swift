@@ -169,6 +169,9 @@ struct LaunchFlowTests {
         defer { Task { await unnamed.stop() } }
         let refused = try await unnamed.standaloneLogin(Browser(client: unnamed.client))
         #expect(refused.page.status == 401 && refused.launch == nil, "\(refused.page.status) \(refused.page.text)")
+        // The tokens the refused sign-in was given go back to the EHR: no launch holds them.
+        #expect(await unnamed.sandbox.state.liveRefreshTokens == 0)
+        #expect(await unnamed.sandbox.state.liveAccessTokens == 0)
         let line = unnamed.logs.captured.first { $0.contains("ID token rejected") } ?? ""
         #expect(line.contains("tenants") && line.contains(unnamed.sandbox.fhirBaseURL.split(separator: ":").last!), "the log names the issuer sent and the one expected: \(line)")
 

@@ -51,11 +51,19 @@ struct CallbackHandler: Sendable {
             services.logUpstreamFailure("code exchange failed", iss: registration.iss, error)
             throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "Code exchange failed: \(error.detail)")
         }
-        // The launch context is kept in text and jsonb columns, which cannot hold U+0000.
-        guard !tokens.holdsNUL else {
-            throw Problems.upstream(.badGateway, "Code exchange failed: token response holds a NUL character")
+        // From here a refused sign-in hands the tokens it was given back to the EHR: no launch holds them.
+        let identity: IDTokenClaims?
+        do {
+            // The launch context is kept in text and jsonb columns, which cannot hold U+0000.
+            guard !tokens.holdsNUL else {
+                throw Problems.upstream(.badGateway, "Code exchange failed: token response holds a NUL character")
+            }
+            identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)
+        } catch {
+            await services.revoke(TokenSet(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
+                                           accessTokenExpiresAt: nil, responseJSON: ""), iss: registration.iss)
+            throw error
         }
-        let identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)
         return try await startSession(request, state: state, pending: pending, registration: registration, tokens: tokens, identity: identity)
     }
 
