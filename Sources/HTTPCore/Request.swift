@@ -82,9 +82,35 @@ public struct Request: Sendable {
     /// exact name; spaces and tabs around pairs are ignored).
     public func cookie(_ name: String) -> String? {
         var name = name // withUTF8 is mutating; a native string is not copied
+        return name.withUTF8 { wanted in
+            var found: String?
+            forEachCookie { pairName, value in
+                guard pairName.count == wanted.count, pairName.elementsEqual(wanted) else { return true }
+                found = String(decoding: value, as: UTF8.self)
+                return false
+            }
+            return found
+        }
+    }
+
+    /// Every cookie whose name starts with `prefix`, in the order sent.
+    public func cookies(prefixed prefix: String) -> [(name: String, value: String)] {
+        var pairs: [(name: String, value: String)] = []
+        forEachCookie { name, value in
+            if name.starts(with: prefix.utf8) {
+                pairs.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            }
+            return true
+        }
+        return pairs
+    }
+
+    /// Calls `visit` with the name and value bytes of each `name=value` pair of the `Cookie`
+    /// header fields, in order, while it returns true.
+    private func forEachCookie(_ visit: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> Bool) {
         for field in headers where field.name.equalsIgnoringASCIICase("Cookie") {
             var value = field.value
-            let found: String? = name.withUTF8 { wanted in value.withUTF8 { bytes in
+            let goOn = value.withUTF8 { bytes in
                 var i = 0
                 let n = bytes.count
                 while i < n {
@@ -93,17 +119,15 @@ public struct Request: Sendable {
                     while end < n, bytes[end] != UInt8(ascii: ";") { end += 1 }
                     var last = end
                     while last > i, bytes[last - 1] == UInt8(ascii: " ") || bytes[last - 1] == UInt8(ascii: "\t") { last -= 1 }
-                    let nameEnd = i + wanted.count
-                    if nameEnd < last, bytes[nameEnd] == UInt8(ascii: "="),
-                       wanted.elementsEqual(UnsafeBufferPointer(rebasing: bytes[i..<nameEnd])) {
-                        return String(decoding: UnsafeBufferPointer(rebasing: bytes[(nameEnd + 1)..<last]), as: UTF8.self)
+                    if let equals = bytes[i..<last].firstIndex(of: UInt8(ascii: "=")),
+                       !visit(UnsafeBufferPointer(rebasing: bytes[i..<equals]), UnsafeBufferPointer(rebasing: bytes[(equals + 1)..<last])) {
+                        return false
                     }
                     i = end + 1
                 }
-                return nil
-            } }
-            if let found { return found }
+                return true
+            }
+            if !goOn { return }
         }
-        return nil
     }
 }

@@ -61,18 +61,59 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?,
-                             ttl: TimeInterval, now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)]) {
+                             signIn: BrowserSignIn?, ttl: TimeInterval,
+                             now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)]) {
         let id = Identifier.make(), hash = Identifier.hash(id)
         let sealed = try sealTokens(tokens, launchHash: launch.idHash)
         return try await pool.withTransaction { c in
+            var sibling: String?
+            if let signIn { sibling = try await self.siblingSession(of: signIn, now: now, on: c) }
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []
-            if let previousSessionID {
-                ended = try await self.takeOver(Identifier.hash(previousSessionID), into: hash, sameUserAs: launch, now: now, on: c)
+            if let sibling {
+                ended = try await self.takeOver(sibling, into: hash, sameUserAs: launch, now: now, on: c)
+            }
+            if let previous = previousSessionID.map(Identifier.hash), previous != sibling {
+                do {
+                    ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, now: now, on: c)
+                } catch is SessionReplacedMeanwhile where sibling != nil {
+                    // The sibling's sign-in replaced it, and its session is joined above.
+                }
             }
             try await self.insertLaunch(launch, tokens: tokens, sealed: sealed, sessionHash: hash, on: c)
+            if let signIn {
+                _ = try await c.query("""
+                    INSERT INTO sign_in_sessions (state_hash, session_hash, created_at)
+                    VALUES (\(Identifier.hash(signIn.state)), \(hash), to_timestamp(\(now)))
+                    """)
+            }
             return (id, ended)
         }
+    }
+
+    /// Advisory locks of this class are taken on sign-ins' states (`siblingSession`).
+    static let signInLockClass = 0x4246_4653 // "BFFS"
+
+    /// The live session that one of the browser's other sign-ins started (the most recent),
+    /// if any. Holds, to the end of the transaction, a lock on each of the sign-ins' states,
+    /// taken in one order: of two overlapping callbacks that each see the other's state, the
+    /// second to lock finds the first's session stored.
+    private func siblingSession(of signIn: BrowserSignIn, now: Date, on c: PooledConnection) async throws -> String? {
+        let hashes = ([signIn.state] + signIn.otherStates).map(Identifier.hash)
+        let keys = Set(hashes.map { Int(Int32(bitPattern: UInt32($0.prefix(8), radix: 16) ?? 0)) }).sorted()
+        for key in keys {
+            _ = try await c.query("SELECT pg_advisory_xact_lock(\(Self.signInLockClass), \(key)::int4)")
+        }
+        let others = hashes.dropFirst()
+        guard !others.isEmpty else { return nil }
+        let rows = try await c.query("""
+            SELECT l.session_hash FROM sign_in_sessions l JOIN sessions s ON s.id_hash = l.session_hash
+            WHERE l.state_hash = ANY(string_to_array(\(others.joined(separator: ",")), ','))
+              AND l.created_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
+              AND s.expires_at > to_timestamp(\(now))
+            ORDER BY l.created_at DESC LIMIT 1
+            """)
+        return try rows.first?.string(0)
     }
 
     /// How long a replaced session identifier is remembered (`retired_sessions`): as long as
@@ -315,6 +356,8 @@ public final class PostgresSessionStore: SessionStore {
                          AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.session_hash = s.id_hash) RETURNING 1),
                  r AS (DELETE FROM retired_sessions
                          WHERE retired_at <= to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))),
+                 l AS (DELETE FROM sign_in_sessions
+                         WHERE created_at <= to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))),
                  -- Audit write ids, long settled (on the database's clock, which stamped them).
                  b AS (DELETE FROM audit_batches WHERE stored_at < now() - interval '7 days')
             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s)

@@ -21,11 +21,14 @@ public protocol SessionStore: Sendable {
     /// user as `launch` (the same `iss` and the same non-empty `sub`: a launch without `sub`
     /// never moves), deletes that session with its other launches, and adds `launch` with
     /// its tokens. When it throws, nothing has changed: `previousSessionID` still works, with
-    /// all its launches. Throws `SessionReplacedMeanwhile` when another sign-in replaced
-    /// `previousSessionID` in the last 10 minutes.
+    /// all its launches. With `signIn` (a browser's), the live session that one of the
+    /// browser's other sign-ins (`signIn.otherStates`) started in the last 10 minutes is
+    /// replaced likewise, and this sign-in's session is remembered for the others; those of
+    /// one browser are serialized. Throws `SessionReplacedMeanwhile` when another sign-in
+    /// replaced `previousSessionID` in the last 10 minutes, unless one of those others did.
     /// - Returns: the new session's identifier, and the launches that ended with their
     ///   tokens (for revocation).
-    func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?,
+    func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?, signIn: BrowserSignIn?,
                       ttl: TimeInterval, now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)])
     /// Gives the unexpired session whose identifier hashes to `idHash` a new identifier (the
     /// mobile hand-off's session token); nil when there is no such session.
@@ -113,4 +116,12 @@ public protocol SessionStore: Sendable {
     /// (those with launches go through `endExpiredSessions`, so their tokens are revoked),
     /// and audit entries older than the retention; returns how many rows went.
     func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int
+}
+
+extension SessionStore {
+    /// `startSession` without a browser sign-in's siblings (a mobile hand-off's session).
+    public func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?,
+                             ttl: TimeInterval, now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)]) {
+        try await startSession(with: launch, tokens: tokens, replacing: previousSessionID, signIn: nil, ttl: ttl, now: now)
+    }
 }

@@ -57,6 +57,14 @@ final class Browser: Sendable {
     var cookieValues: [String: String] { cookies.withLock { $0 } }
     func clearCookies() { cookies.withLock { $0.removeAll() } }
     func setCookie(_ name: String, _ value: String) { cookies.withLock { $0[name] = value } }
+    func removeCookie(_ name: String) { cookies.withLock { $0[name] = nil } }
+    /// Another tab's view of this browser as it is now: a jar of its own with the same cookies,
+    /// which later responses to this one do not change (a request sent now, answered later).
+    func snapshot() -> Browser {
+        let copy = Browser(client: client)
+        cookies.withLock { jar in copy.cookies.withLock { $0 = jar } }
+        return copy
+    }
 }
 
 extension Browser {

@@ -77,33 +77,79 @@ extension SignInSessionTests {
         #expect(await h.sandbox.state.revocations == 2)
     }
 
-    @Test("two tabs' sign-ins whose callbacks overlap: the second finds the session replaced and is refused (409, no cookie, its tokens revoked); no launch is lost")
-    func overlappingCallbacks() async throws {
+    @Test("two tabs' sign-ins whose callbacks overlap: the second joins the first's session, so the cookie the browser keeps holds every launch and no session is left behind with live tokens",
+          arguments: [false, true])
+    func overlappingCallbacks(earlierSession: Bool) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let earlier = earlierSession ? try await h.standaloneLogin(browser, patient: "pat-1").launch : nil
+        let first = try #require(try await h.approvedCallback(browser, patient: "pat-2"))
+        let second = try #require(try await h.approvedCallback(browser, patient: "pat-3"))
+        // The second tab's callback is sent before the first's answer arrives: it carries the
+        // cookies as they were, the first's login cookie included, and no new session cookie.
+        let secondTab = browser.snapshot()
+        let firstDone = try await h.finishCallback(browser, first)
+        let firstCookie = try #require(browser.cookieValues["bff_session"])
+        let secondDone = try await h.finishCallback(secondTab, second)
+        #expect(firstDone.page.status == 302 && secondDone.page.status == 302, "\(secondDone.page.status): \(secondDone.page.text)")
+        // The browser keeps the later Set-Cookie: that session holds all the launches.
+        browser.setCookie("bff_session", try #require(secondTab.cookieValues["bff_session"]))
+        for launch in [earlier, firstDone.launch, secondDone.launch] where launch != nil {
+            #expect(try await browser.api(h.baseURL + "/context", launch: launch).status == 200)
+        }
+        // The first sign-in's session was taken over: its cookie opens nothing.
+        let stale = Browser(client: h.client)
+        stale.setCookie("bff_session", firstCookie)
+        #expect(try await stale.api(h.baseURL + "/session", launch: firstDone.launch).status == 401)
+        #expect(await h.sandbox.state.revocations == 0, "the same user's launches carry over, tokens and all")
+    }
+
+    @Test("two tabs' callbacks sent at the same moment by a browser with no session: one session ends up holding both launches, the other is gone")
+    func simultaneousCallbacks() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        for round in 0..<3 {
+            let browser = Browser(client: h.client)
+            let first = try #require(try await h.approvedCallback(browser, patient: "pat-1"))
+            let second = try #require(try await h.approvedCallback(browser, patient: "pat-2"))
+            let tabs = [browser.snapshot(), browser.snapshot()]
+            async let a = h.finishCallback(tabs[0], first)
+            async let b = h.finishCallback(tabs[1], second)
+            let (pageA, pageB) = try await (a, b)
+            #expect(pageA.page.status == 302 && pageB.page.status == 302, "round \(round)")
+            var holding: [Int] = []
+            for (i, tab) in tabs.enumerated() {
+                var statuses: [Int] = []
+                for launch in [pageA.launch, pageB.launch] { statuses.append(try await tab.api(h.baseURL + "/context", launch: launch).status) }
+                #expect(statuses == [200, 200] || statuses == [401, 401], "round \(round): a session holds one launch of two: \(statuses)")
+                if statuses == [200, 200] { holding.append(i) }
+            }
+            #expect(holding.count == 1, "round \(round): sessions holding both launches: \(holding)")
+        }
+        #expect(await h.sandbox.state.revocations == 0)
+    }
+
+    @Test("a callback whose browser's session another sign-in replaced, that sign-in's login cookie not sent, is refused (409, no cookie, its tokens revoked); started again, it joins")
+    func replacedByUnseenSignIn() async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, earlier) = try await h.standaloneLogin(browser, patient: "pat-1")
         let first = try #require(try await h.approvedCallback(browser, patient: "pat-2"))
         let second = try #require(try await h.approvedCallback(browser, patient: "pat-3"))
-        // Each callback waits 0.5 s at the token endpoint: the second is sent while the first
-        // waits, so both carry the browser's session cookie as it was.
-        await h.sandbox.state.setTokenDelay(.milliseconds(500))
-        let firstDone = Task { try await h.finishCallback(browser, first) }
-        try await Task.sleep(for: .milliseconds(150))
-        let secondDone = try await h.finishCallback(browser, second)
-        let firstPage = try await firstDone.value
-        await h.sandbox.state.setTokenDelay(nil)
-        // The first sign-in to store its session wins (on a loaded machine, either may).
-        let (won, lost) = firstPage.page.status == 302 ? (firstPage, secondDone) : (secondDone, firstPage)
-        #expect(won.page.status == 302 && won.launch != nil)
+        let secondTab = browser.snapshot()
+        let won = try await h.finishCallback(browser, first)
+        #expect(won.page.status == 302)
+        // The first's login cookie (which its callback expired) was not sent with the second's.
+        for name in secondTab.cookieValues.keys where name.hasPrefix("bff_login_") && browser.cookieValues[name] == nil {
+            secondTab.removeCookie(name)
+        }
+        #expect(secondTab.cookieValues.keys.filter { $0.hasPrefix("bff_login_") }.count == 1)
+        let lost = try await h.finishCallback(secondTab, second)
         #expect(lost.page.status == 409 && lost.page.text.contains("sign-in-overlapped"), "\(lost.page.status): \(lost.page.text)")
         #expect(!lost.page.setCookies.contains { $0.hasPrefix("bff_session=") }, "the refused sign-in set a session cookie")
         #expect(await h.sandbox.state.revocations == 2, "the refused sign-in's refresh and access tokens")
-        // The browser's cookie is the winner's, and holds the earlier launch and the winner's.
-        for launch in [earlier, won.launch] {
-            #expect(try await browser.api(h.baseURL + "/context", launch: launch).status == 200)
-        }
-        // Started again, the refused sign-in joins the same session.
         let (_, again) = try await h.standaloneLogin(browser, patient: "pat-3")
         for launch in [earlier, won.launch, again] {
             #expect(try await browser.api(h.baseURL + "/context", launch: launch).status == 200)

@@ -147,13 +147,17 @@ struct CallbackHandler: Sendable {
         // the same user carry over, so two tabs can hold two patients; another user's (a
         // shared workstation) end as at logout. One transaction: if it fails, the browser's
         // session and cookie stay as they were.
-        // A sign-in that finds the browser's session replaced by another one meanwhile (two
-        // tabs' callbacks overlapped) is refused: a session of its own would hide the other's
+        // Two tabs' callbacks that overlap each carry the other's login cookie: the second to
+        // store its session joins the first's, so that neither session is left behind the
+        // other's cookie. One that finds the browser's session replaced by a sign-in it cannot
+        // see (its login cookie gone) is refused: a session of its own would hide the other's
         // launches behind its cookie. Its tokens go back to the EHR.
         let previous = services.cookie.read(from: request)
+        let signIn = BrowserSignIn(state: state, otherStates: services.loginCookie.otherStates(in: request, besides: state))
         let id: String, ended: [(LaunchRecord, TokenSet)]
         do {
-            (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, ttl: ttl, now: now)
+            (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, signIn: signIn,
+                                                                ttl: ttl, now: now)
         } catch is SessionReplacedMeanwhile {
             await services.revokeTokens(of: [(launch, tokenSet)])
             throw Problems.signInOverlapped()

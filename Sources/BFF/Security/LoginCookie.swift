@@ -24,6 +24,20 @@ struct LoginCookie: Sendable {
     /// `Set-Cookie` value that deletes the binding once its sign-in is done.
     func expire(_ state: String) -> String { name(for: state) + "=" + session.attributes + "; Max-Age=0" }
 
+    /// The most other sign-ins' states that a callback takes from its request.
+    static let otherStatesLimit = 16
+
+    /// The states of the request's other login cookies: the sign-ins that its browser began
+    /// and had not finished when it sent the request. Only well-formed cookies count (named
+    /// after their value), and at most `otherStatesLimit`.
+    func otherStates(in request: Request, besides state: String) -> [String] {
+        let prefix = (session.secure ? "__Host-" : "") + "bff_login_"
+        let states = request.cookies(prefixed: prefix).lazy
+            .filter { $0.value != state && $0.value.utf8.count <= 512 && self.name(for: $0.value) == $0.name }
+            .map(\.value)
+        return Array(Set(states).prefix(LoginCookie.otherStatesLimit))
+    }
+
     /// Whether the request comes from the browser that started the sign-in of `state`.
     func isBound(_ state: String, in request: Request) -> Bool {
         request.cookie(name(for: state)) == state
