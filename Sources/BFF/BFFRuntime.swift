@@ -49,6 +49,8 @@ public final class BFFRuntime: Sendable {
         public var sweepInterval: Duration = .seconds(60)
         /// How old an EHR's cached JWKS may be before it is fetched again (`JWKSCache`'s `maxAge`).
         public var jwksMaxAge: Duration = .seconds(3600)
+        /// How long after a fetch of an EHR's JWKS the next may start (`JWKSCache`'s `refetchInterval`).
+        public var jwksRefetchInterval: Duration = .seconds(10)
         public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
         public init() {}
     }
@@ -77,7 +79,7 @@ public final class BFFRuntime: Sendable {
         let services = try BFFServices(configuration: configuration, store: store, http: client,
                                        readiness: Readiness(pool: pool, migrator: migrator, migrations: .current), // just applied
                                        auditTiming: options.audit,
-                                       jwksMaxAge: options.jwksMaxAge, now: options.now, logger: logger)
+                                       jwksMaxAge: options.jwksMaxAge, jwksRefetchInterval: options.jwksRefetchInterval, now: options.now, logger: logger)
         let app = BFFApplication(services: services, openAPI: options.openAPI,
                                  refreshLimits: RefreshLimits(deadline: options.refreshDeadline, poolSize: options.poolSize),
                                  extraRoutes: options.extraRoutes)

@@ -36,6 +36,7 @@ public final class BFFServices: Sendable {
 
     public init(configuration: BFFConfiguration, store: any SessionStore, http: HTTPClient, readiness: Readiness,
                 auditTiming: AuditWriter.Timing = AuditWriter.Timing(), jwksMaxAge: Duration = .seconds(3600),
+                jwksRefetchInterval: Duration = .seconds(10),
                 now: @escaping @Sendable () -> Date = { Date() },
                 logger: Logger) throws {
         self.configuration = configuration
@@ -46,7 +47,7 @@ public final class BFFServices: Sendable {
         self.logger = logger
         metadata = EHRMetadata(client: http)
         tokenClient = TokenClient(client: http)
-        jwks = JWKSCache(maxAge: jwksMaxAge) { url in
+        jwks = JWKSCache(refetchInterval: jwksRefetchInterval, maxAge: jwksMaxAge) { url in
             let response = try await http.execute(HTTPClientRequest(url: url, headers: [("Accept", "application/json")]))
             guard response.status == 200 else { throw SMARTError(.discovery, "JWKS answered HTTP \(response.status)") }
             return response.body

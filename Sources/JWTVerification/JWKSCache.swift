@@ -8,9 +8,9 @@ import Cryptography
 /// A change of the issuer's JWKS URL (new discovery document) fetches at once. A set older
 /// than `maxAge` (an hour) is fetched again before use, so a key the EHR has withdrawn (a
 /// compromised one, say) stops verifying within the hour (while the endpoint answers), not
-/// at the next restart. That re-fetch obeys the same limit: an EHR whose JWKS endpoint is
-/// down sees at most one attempt per issuer every `refetchInterval`, however many ID tokens
-/// arrive.
+/// at the next restart. That re-fetch obeys the same limit, and so does a first fetch that
+/// failed: an EHR whose JWKS endpoint is down, or answers with no usable document, sees at
+/// most one attempt per issuer every `refetchInterval`, however many ID tokens arrive.
 ///
 /// When the re-fetch of a stale set fails (`jwksUnavailable`), the stale set still serves
 /// until `staleGrace` (24 hours) after it was fetched, so a JWKS outage does not stop
@@ -34,7 +34,8 @@ public actor JWKSCache {
     private let staleGrace: Duration
     private let clock: @Sendable () -> ContinuousClock.Instant
     private var entries: [String: Entry] = [:]
-    private var lastFetch: [String: ContinuousClock.Instant] = [:]
+    /// Each issuer's last fetch: its URL and when it started.
+    private var lastFetch: [String: (url: String, at: ContinuousClock.Instant)] = [:]
     private var inFlight: [String: (url: String, task: Task<JWKSet, any Error>)] = [:]
     /// How many fetches were started for each issuer (tests, metrics).
     public private(set) var fetchCount: [String: Int] = [:]
@@ -54,11 +55,15 @@ public actor JWKSCache {
 
     /// The key for `kid` (nil: the token has none) from `issuer`'s JWKS at `url`.
     public func key(for kid: String?, issuer: String, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {
+        let now = clock()
+        let throttled = inFlight[issuer] == nil && lastFetch[issuer].map { $0.url == url && now - $0.at < refetchInterval } ?? false
         guard let entry = entries[issuer], entry.url == url else {
+            // Nothing cached from this URL: a fetch of it less than refetchInterval ago failed.
+            if throttled {
+                throw .jwksUnavailable("JWKS fetch failed less than \(refetchInterval) ago: \(failures[issuer] ?? "no keys")")
+            }
             return try await refresh(issuer: issuer, url: url).key(for: kid)
         }
-        let now = clock()
-        let throttled = inFlight[issuer] == nil && lastFetch[issuer].map { now - $0 < refetchInterval } ?? false
         if now - entry.fetchedAt < maxAge {
             if let key = try? entry.keys.key(for: kid) { return key }
             if throttled { throw .unknownKey("unknown kid (JWKS re-fetched less than \(refetchInterval) ago)", kid: kid) }
@@ -98,7 +103,7 @@ public actor JWKSCache {
         if let running = inFlight[issuer], running.url == url {
             task = running.task
         } else {
-            lastFetch[issuer] = clock()
+            lastFetch[issuer] = (url, clock())
             fetchCount[issuer, default: 0] += 1
             let fetch = self.fetch
             task = Task {

@@ -34,6 +34,7 @@ final class BFFHarness: Sendable {
                       tokenKeys: [(key: [UInt8], fallbacks: [[UInt8]])] = [],
                       ehrOverTLS: Bool = false, bffTrustsTestCA: Bool = true, auditMaxPending: Int? = nil, auditLockWait: Duration? = nil,
                       sweepInterval: Duration = .seconds(60), shutdownDeadline: Duration? = nil, jwksMaxAge: Duration = .seconds(3600),
+                      jwksRefetchInterval: Duration = .seconds(10),
                       ehrConnections: (perHost: Int, reserved: Int)? = nil,
                       commitAnswerLoss: (armed: Bool, awayAfterLoss: Bool)? = nil,
                       sandbox configure: (inout SandboxEHR.Options) -> Void = { _ in }) async throws -> BFFHarness {
@@ -93,6 +94,7 @@ final class BFFHarness: Sendable {
             options.refreshDeadline = refreshDeadline
             options.sweepInterval = sweepInterval
             options.jwksMaxAge = jwksMaxAge
+            options.jwksRefetchInterval = jwksRefetchInterval
             bffs.append(try await BFFRuntime.start(configuration: configuration, options: options, logger: logger))
         }
         var clientConfiguration = HTTPClient.Configuration()
