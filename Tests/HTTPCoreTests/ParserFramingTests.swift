@@ -101,6 +101,13 @@ struct ParserFramingTests {
         #expect(Wire.refusal(Self.head + "Transfer-Encoding: chunked\r\n\r\n10000000000000001\r\nx\r\n") == 400)
     }
 
+    @Test("leading zeros in a chunk size are allowed (1*HEXDIG) and do not count toward its 15 digits")
+    func chunkSizeLeadingZeros() {
+        let body = Wire.request(Self.head + "Transfer-Encoding: chunked\r\n\r\n00000000000000003\r\nabc\r\n000\r\n\r\n")?.body
+        #expect(body == Array("abc".utf8))
+        #expect(Wire.refusal(Self.head + "Transfer-Encoding: chunked\r\n\r\n0010000000000000001\r\nx\r\n") == 400)
+    }
+
     @Test("chunk data not followed by CRLF is 400")
     func chunkDataWithoutCRLF() {
         #expect(Wire.refusal(Self.head + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n") == 400)

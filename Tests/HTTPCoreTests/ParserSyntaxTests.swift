@@ -112,6 +112,11 @@ struct ParserSyntaxTests {
         #expect(Wire.request("GET http://a/x?q=1 HTTP/1.1\r\nHost: a\r\n\r\n")?.target == "/x?q=1")
         #expect(Wire.request("GET HTTPS://A:8443 HTTP/1.1\r\nHost: a:8443\r\n\r\n")?.target == "/")
         #expect(Wire.request("GET http://a?q HTTP/1.1\r\nHost: a\r\n\r\n")?.target == "/?q")
+        // The same host spelled otherwise: the scheme's default port, an empty port, case.
+        #expect(Wire.request("GET http://x:80/healthz HTTP/1.1\r\nHost: x\r\n\r\n")?.target == "/healthz")
+        #expect(Wire.request("GET http://x/healthz HTTP/1.1\r\nHost: X:80\r\n\r\n")?.target == "/healthz")
+        #expect(Wire.request("GET https://x:443/ HTTP/1.1\r\nHost: x:\r\n\r\n")?.target == "/")
+        #expect(Wire.refusal("GET https://x:80/ HTTP/1.1\r\nHost: x\r\n\r\n") == 400)
         #expect(Wire.refusal("GET http://a#frag HTTP/1.1\r\nHost: a\r\n\r\n") == 400)
     }
 

@@ -77,18 +77,36 @@ struct ServerLimitsLiveTests {
     func headRefusals() async throws {
         try await withLiveServer({ $0.requestReadTimeout = 0.5 }) { server in
             let port = server.port
-            let (malformed, late) = try await runBlocking { () throws -> (String, String) in
-                let c = try RawHTTPClient(port: port)
-                c.send("HEAD /fast HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n")
-                let malformed = String(decoding: c.readUntilClose(timeout: 10), as: UTF8.self)
-                let d = try RawHTTPClient(port: port)
-                d.send("HEAD /fast HTTP/1.1\r\nHost: t\r\nX-Slow: ")
-                return (malformed, String(decoding: d.readUntilClose(timeout: 10), as: UTF8.self))
+            let (malformed, late, long, badVersion) = try await runBlocking { () throws -> (String, String, String, String) in
+                func answer(_ request: String) throws -> String {
+                    let c = try RawHTTPClient(port: port)
+                    c.send(request)
+                    return String(decoding: c.readUntilClose(timeout: 10), as: UTF8.self)
+                }
+                // The last two are refused before the request line has been read whole.
+                return (try answer("HEAD /fast HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n"),
+                        try answer("HEAD /fast HTTP/1.1\r\nHost: t\r\nX-Slow: "),
+                        try answer("HEAD /" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: t\r\n\r\n"),
+                        try answer("HEAD /fast HTTP/1.1\rHost: t\r\n\r\n"))
             }
-            for (text, status) in [(malformed, "400"), (late, "408")] {
+            for (text, status) in [(malformed, "400"), (late, "408"), (long, "414"), (badVersion, "400")] {
                 #expect(text.hasPrefix("HTTP/1.1 \(status) "), "\(text)")
                 #expect(text.hasSuffix("\r\n\r\n"), "a body after the head: \(text)")
             }
+        }
+    }
+
+    @Test("a connection that never sends a byte is closed after the request read timeout, not the longer keep-alive idle timeout")
+    func silentConnection() async throws {
+        try await withLiveServer({ $0.requestReadTimeout = 0.5; $0.idleTimeout = 30 }) { server in
+            let port = server.port
+            let (closed, after) = try await runBlocking { () throws -> (Bool, Double) in
+                let c = try RawHTTPClient(port: port)
+                let started = Date()
+                return (c.isClosedByPeer(timeout: 20), Date().timeIntervalSince(started))
+            }
+            #expect(closed)
+            #expect(after >= 0.3 && after < 8, "closed after \(after) s") // the idle timeout is 30 s
         }
     }
 

@@ -25,9 +25,10 @@ extension RequestParser {
         }
         guard lf > 0, b[lf - 1] == CR else { return .failure(.bad("bare LF in chunk size")) }
         var k = 0
-        var size = 0
+        var size = 0, significant = 0 // leading zeros are allowed (1*HEXDIG) and do not count
         while k < lf - 1, let digit = PercentEncoding.hexValue(b[k]) {
-            guard k < 15 else { return .failure(.bad("chunk size too large")) }
+            if size > 0 || digit > 0 { significant += 1 }
+            guard significant < 16 else { return .failure(.bad("chunk size too large")) }
             size = size << 4 | Int(digit)
             k += 1
         }

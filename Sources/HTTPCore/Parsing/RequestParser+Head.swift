@@ -59,11 +59,19 @@ extension RequestParser {
         }
     }
 
+    /// A HEAD request's first bytes.
+    static let headPrefix = Array("HEAD ".utf8)
+
     /// Reads the request line once its CRLF is here, then goes on to the fields; until then,
     /// refuses what is already certain to be refused.
     private mutating func scanRequestLine(_ b: UnsafeBufferPointer<UInt8>) -> HeadScan {
         let n = b.count
         let from = progress.checked
+        // Known before the line is whole, so that a refusal of a HEAD request (414, 400) has
+        // no body either (RFC 9110 §9.3.2).
+        if requestMethod == nil, n >= 5, RequestParser.headPrefix.elementsEqual(UnsafeBufferPointer(rebasing: b[0..<5])) {
+            requestMethod = "HEAD"
+        }
         guard let lf = findLineEnd(in: b, from: from, end: limits.maxRequestLineBytes + 2) else {
             if n > limits.maxRequestLineBytes + 1 { return .failure(ParseError(.uriTooLong, "request line too long")) }
             if let cr = find(CR, in: b, from: from, limit: n), cr + 1 < n { return .failure(.bad("bare CR")) }

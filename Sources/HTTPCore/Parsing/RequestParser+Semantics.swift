@@ -75,7 +75,7 @@ extension RequestParser {
     }
 
     /// Reduces the target to origin-form; absolute-form is accepted only for our own Host
-    /// (or with no Host, which only HTTP/1.0 may leave out). A fragment is never part of a
+    /// (the same host and port however spelled, or no Host, which only HTTP/1.0 may leave out). A fragment is never part of a
     /// target (RFC 9112 §3.2): a `#` is refused, where readers after this one might cut there.
     private func normalizeTarget(_ target: String, method: String, host: String?) -> Result<String, ParseError> {
         if target.utf8.contains(UInt8(ascii: "#")) { return .failure(.bad("fragment in request target")) }
@@ -94,7 +94,14 @@ extension RequestParser {
         guard !authority.isEmpty, !authority.contains("@"), authority.utf8.allSatisfy({ ByteClass.host[Int($0)] }) else {
             return .failure(.bad("invalid authority in request target"))
         }
-        if let host, !authority.equalsIgnoringASCIICase(host) {
+        // The same host however spelled: case, and the scheme's default or an empty port.
+        let defaultPort = schemeLength == 7 ? ":80" : ":443"
+        func canonical(_ s: String) -> String {
+            var s = s.lowercased()
+            if s.hasSuffix(defaultPort) { s.removeLast(defaultPort.count) } else if s.hasSuffix(":") { s.removeLast() }
+            return s
+        }
+        if let host, canonical(authority) != canonical(host) {
             return .failure(.bad("absolute-form target for another host"))
         }
         let rest = afterScheme[authorityEnd...]

@@ -439,6 +439,13 @@ final class Connection: @unchecked Sendable {
         }
     }
 
+    /// How long the connection may wait for a request's first byte: the keep-alive idle
+    /// timeout once it has served a request; before that, only the request read timeout, so
+    /// that connections that never send anything cannot hold the server's slots for long.
+    private func idleLimit(_ configuration: ServerConfiguration) -> Double {
+        requestsServed > 0 ? configuration.idleTimeout : min(configuration.idleTimeout, configuration.requestReadTimeout)
+    }
+
     /// Applies the read, idle and write timeouts; called by the loop's timer.
     func checkTimeouts(now: Double, configuration: ServerConfiguration, draining: Bool) {
         if let stalled = writeStalledSince, now - stalled > configuration.writeTimeout {
@@ -451,7 +458,7 @@ final class Connection: @unchecked Sendable {
             if let deadline = readDeadline, now > deadline {
                 refuse(ParseError(.requestTimeout, "request not received in time"))
                 flush()
-            } else if readDeadline == nil && pendingOutput == 0 && (draining || now - idleSince > configuration.idleTimeout) {
+            } else if readDeadline == nil && pendingOutput == 0 && (draining || now - idleSince > idleLimit(configuration)) {
                 close()
             }
         case .lingering:

@@ -7,9 +7,11 @@ public struct ServerConfiguration: Sendable {
     /// Request size limits.
     public var limits = HTTPLimits()
     /// Seconds a client has to send a whole request head (and then its body) once it started:
-    /// slow-loris protection. Default 10 s.
+    /// slow-loris protection; also how long a new connection may wait before its first byte.
+    /// Default 10 s.
     public var requestReadTimeout: Double = 10
-    /// Seconds an idle keep-alive connection stays open. Default 75 s (as nginx's): longer
+    /// Seconds an idle keep-alive connection (one that has served a request) stays open.
+    /// Default 75 s (as nginx's): longer
     /// than the idle timeout of the load balancers in front (AWS ALB's is 60 s), so that the
     /// balancer closes an idle connection first; closed here at the same moment, a request
     /// it sends on it meanwhile is lost, and the client gets a 502.
