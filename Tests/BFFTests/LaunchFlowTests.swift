@@ -137,6 +137,29 @@ struct LaunchFlowTests {
         #expect(login.status == 502 && login.text.contains("EHR discovery failed"), "\(login.status) \(login.text)")
     }
 
+    @Test("a parameter given twice (RFC 6749 §3.1) at /launch, /login or /callback is 400; at /callback the state is not used up", arguments: [
+        "code", "state", "iss", "error",
+    ])
+    func repeatedParameters(_ name: String) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let iss = h.sandbox.fhirBaseURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        for path in ["/launch?iss=\(iss)&launch=a&launch=b", "/launch?iss=\(iss)&iss=\(iss)&launch=a", "/login?iss=\(iss)&iss=\(iss)",
+                     "/login?return_to=/a&return_to=/b"] {
+            let page = try await browser.request(h.baseURL + path)
+            #expect(page.status == 400 && page.text.contains("more than once"), "\(path): \(page.status)")
+        }
+        let callback = try #require(try await h.approvedCallback(browser))
+        await h.sandbox.state.resetCounters()
+        let present = URLComponents(string: callback)?.queryItems?.contains { $0.name == name } ?? false
+        let doubled = try await browser.request(callback + "&\(name)=x" + (present ? "" : "&\(name)=y"))
+        #expect(doubled.status == 400 && doubled.text.contains("more than once") && doubled.setCookies.isEmpty, "\(doubled.status) \(doubled.text)")
+        #expect(await h.sandbox.state.tokenRequests == 0)
+        let done = try await h.finishCallback(browser, callback)
+        #expect(done.page.status == 302 && done.launch != nil, "the sign-in goes on: \(done.page.status)")
+    }
+
     @Test("RFC 9207: an iss from another authorization server is refused (mix-up)")
     func mixUp() async throws {
         let h = try await BFFHarness.start()

@@ -19,7 +19,11 @@ struct CallbackHandler: Sendable {
     static let unclaimedHandoffSessionLifetime: TimeInterval = handoffLifetime + 60
 
     func callback(_ request: Request) async throws -> Response {
-        guard let state = request.queryParameter("state"), !state.isEmpty, state.utf8.count <= 512, !state.hasControlCharacters else {
+        // Each parameter at most once, checked before the state is used up.
+        let (iss, error, errorDescription, code) = (try request.singleQueryParameter("iss"), try request.singleQueryParameter("error"),
+                                                     try request.singleQueryParameter("error_description"),
+                                                     try request.singleQueryParameter("code"))
+        guard let state = try request.singleQueryParameter("state"), !state.isEmpty, state.utf8.count <= 512, !state.hasControlCharacters else {
             throw Problems.badRequest("The state parameter is missing.", type: "invalid-state")
         }
         // Before the state is used up: a forged callback leaves the real sign-in possible.
@@ -33,13 +37,13 @@ struct CallbackHandler: Sendable {
             throw Problems.badRequest("The issuer is no longer registered.", type: "unknown-issuer")
         }
         let configuration = try await services.discovery(for: registration)
-        try checkIssuerParameter(request.queryParameter("iss"), configuration: configuration, registration: registration)
-        if let error = request.queryParameter("error") {
-            let description = CallbackHandler.printable(request.queryParameter("error_description") ?? "", limit: 300)
+        try checkIssuerParameter(iss, configuration: configuration, registration: registration)
+        if let error {
+            let description = CallbackHandler.printable(errorDescription ?? "", limit: 300)
             throw HTTPError(.forbidden, type: Problems.base + "authorization-denied", title: "The EHR did not authorize the app",
                             detail: CallbackHandler.printable(error, limit: 64) + (description.isEmpty ? "" : ": " + description))
         }
-        guard let code = request.queryParameter("code"), !code.isEmpty else { throw Problems.badRequest("The code parameter is missing.") }
+        guard let code, !code.isEmpty else { throw Problems.badRequest("The code parameter is missing.") }
 
         let tokens: TokenResponse
         do {

@@ -11,8 +11,8 @@ struct LaunchHandlers: Sendable {
     static let pendingLifetime: TimeInterval = 600
 
     func launch(_ request: Request) async throws -> Response {
-        guard let iss = request.queryParameter("iss"), !iss.isEmpty else { throw Problems.badRequest("The iss parameter is required.") }
-        guard let launch = request.queryParameter("launch"), !launch.isEmpty, launch.utf8.count <= 2048 else {
+        guard let iss = try request.singleQueryParameter("iss"), !iss.isEmpty else { throw Problems.badRequest("The iss parameter is required.") }
+        guard let launch = try request.singleQueryParameter("launch"), !launch.isEmpty, launch.utf8.count <= 2048 else {
             throw Problems.badRequest("The launch parameter is required.")
         }
         guard !launch.hasControlCharacters else { throw Problems.badRequest("The launch parameter holds control characters.") }
@@ -24,7 +24,7 @@ struct LaunchHandlers: Sendable {
 
     func login(_ request: Request) async throws -> Response {
         let registration: IssuerRegistration
-        if let iss = request.queryParameter("iss") {
+        if let iss = try request.singleQueryParameter("iss") {
             guard let found = services.registration(for: iss) else {
                 throw Problems.badRequest("The issuer is not registered with this BFF.", type: "unknown-issuer")
             }
@@ -39,10 +39,10 @@ struct LaunchHandlers: Sendable {
     }
 
     private func authorize(_ request: Request, registration: IssuerRegistration, launch: String?) async throws -> Response {
-        guard let target = services.returnPolicy.resolve(request.queryParameter("return_to")) else {
+        guard let target = services.returnPolicy.resolve(try request.singleQueryParameter("return_to")) else {
             throw Problems.badRequest("return_to is not on the allow-list (BFF_RETURN_ORIGINS).", type: "return-to-not-allowed")
         }
-        let challenge = request.queryParameter("handoff_challenge")
+        let challenge = try request.singleQueryParameter("handoff_challenge")
         if let challenge {
             guard case .app = target else { throw Problems.badRequest("handoff_challenge needs a custom-scheme return_to.") }
             guard challenge.utf8.count == 43, Base64URL.decode(challenge)?.count == 32 else {
