@@ -80,11 +80,12 @@ public final class BFFServices: Sendable {
     }
 
     /// The EHR's SMART configuration (cached). A failure, a timeout too, is a 502 problem
-    /// ("discovery failed", as the contract has it); its detail says which.
-    func discovery(for registration: IssuerRegistration) async throws -> SMARTConfiguration {
+    /// ("discovery failed", as the contract has it); its detail says which, and so does a
+    /// warning on `logger` (the request's).
+    func discovery(for registration: IssuerRegistration, logger: Logger) async throws -> SMARTConfiguration {
         let configuration: SMARTConfiguration
         do { configuration = try await metadata.configuration(for: registration.iss) } catch {
-            logUpstreamFailure("EHR discovery failed", iss: registration.iss, error)
+            logUpstreamFailure("EHR discovery failed", iss: registration.iss, error, logger: logger)
             throw Problems.upstream(.badGateway, "EHR discovery failed: \(error.detail)")
         }
         if let other = await otherRegistration(claiming: registration.openIDIssuer(discovered: configuration.issuer), besides: registration) {
@@ -118,12 +119,13 @@ public final class BFFServices: Sendable {
         return nil
     }
 
-    /// Logs a request to the EHR that failed below HTTP (no connection, TLS, timeout) with
+    /// Logs a request to the EHR that failed, as a warning on `logger` (the request's, so that
+    /// the line carries its id): one that failed below HTTP (no connection, TLS, timeout) with
     /// the client's detail, which names the cause (an untrusted certificate, say) that the
-    /// client's problem response leaves out. Failures with an HTTP answer are not logged here.
-    func logUpstreamFailure(_ message: Logger.Message, iss: String, _ error: SMARTError) {
-        guard let cause = error.cause else { return }
-        logger.warning(message, metadata: ["smart.iss": .string(iss), "error.detail": .string(cause.debugDescription)])
+    /// problem response leaves out; one the EHR answered with an error with what the problem
+    /// says (its status, its OAuth error code).
+    func logUpstreamFailure(_ message: Logger.Message, iss: String, _ error: SMARTError, logger: Logger) {
+        logger.warning(message, metadata: ["smart.iss": .string(iss), "error.detail": .string(error.cause?.debugDescription ?? error.detail)])
     }
 
     /// How smart-bff authenticates to this EHR's token endpoint.

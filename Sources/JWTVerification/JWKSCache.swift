@@ -87,10 +87,15 @@ public actor JWKSCache {
         }
     }
 
-    /// Why the last fetch of `issuer`'s JWKS failed, if it did and none has succeeded since:
-    /// a key that verified meanwhile came from the stale set (the grace above), which an
-    /// operator should hear of before the grace ends.
-    public func fetchFailure(issuer: String) -> String? { failures[issuer] }
+    /// Why the last fetch of `issuer`'s JWKS failed, if it did, none has succeeded since, and
+    /// the cached set is past `maxAge`: a key that verified meanwhile came from the stale set
+    /// (the grace above), which an operator should hear of before the grace ends. A failed
+    /// re-fetch for an unknown `kid` leaves a fresh set, which is no one's concern yet.
+    public func fetchFailure(issuer: String) -> String? {
+        guard let failure = failures[issuer] else { return nil }
+        guard let entry = entries[issuer], clock() - entry.fetchedAt < maxAge else { return failure }
+        return nil
+    }
 
     /// The same, with the JWKS URL standing for the issuer.
     public func key(for kid: String?, jwksURL url: String) async throws(JWTError) -> RSAPublicKey {

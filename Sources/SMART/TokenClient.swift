@@ -31,7 +31,7 @@ public struct TokenClient: Sendable {
         var form = [("token", token), ("token_type_hint", hint)]
         var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
         try authentication.apply(clientID: clientID, tokenEndpoint: tokenEndpoint, form: &form, headers: &headers)
-        let response = try await send(form, headers: headers, url: revocationEndpoint)
+        let response = try await send(form, headers: headers, url: revocationEndpoint, endpoint: "revocation endpoint")
         guard response.status == 200 else { throw SMARTError(.tokenEndpoint, "revocation answered HTTP \(response.status)") }
     }
 
@@ -64,13 +64,14 @@ public struct TokenClient: Sendable {
         return isCode ? error : "an error value not shown"
     }
 
-    private func send(_ form: [(String, String)], headers: [(String, String)], url: String) async throws(SMARTError) -> HTTPClientResponse {
+    private func send(_ form: [(String, String)], headers: [(String, String)], url: String,
+                      endpoint: String = "token endpoint") async throws(SMARTError) -> HTTPClientResponse {
         let body = PercentEncoding.formEncode(form)
         do {
             return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8)))
         } catch {
             throw SMARTError(error.isTimeout ? .timeout : .tokenEndpoint,
-                             error.isTimeout ? "the token endpoint did not answer in time" : "the token endpoint could not be reached (\(error.failure))",
+                             error.isTimeout ? "the \(endpoint) did not answer in time" : "the \(endpoint) could not be reached (\(error.failure))",
                              cause: error)
         }
     }

@@ -338,6 +338,8 @@ extension LaunchFlowTests {
             #expect(login.status == 502 && login.text.contains("HTTP \(status)"), "\(login.status) \(login.text)")
         }
         #expect(asked.current == 1, "one discovery for three sign-in attempts within 5 s")
+        let warnings = h.logs.captured.filter { $0.contains("EHR discovery failed") }
+        #expect(warnings.count == 3 && warnings.allSatisfy { $0.contains("HTTP \(status)") && $0.contains("bff.request.id") }, "\(warnings)")
         let ready = try await browser.request(h.baseURL + "/readyz").text
         #expect(ready.contains("smart-configuration answered HTTP \(status)"), "\(ready)")
         failing.increment() // the front now closes without an answer for that path...

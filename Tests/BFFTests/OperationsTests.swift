@@ -1,4 +1,5 @@
 import BFF
+import BFFTesting
 import Foundation
 import JSON
 import Testing
@@ -21,6 +22,46 @@ struct OperationsTests {
         let metrics = try await browser.request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_http_requests_total{route=\"/callback\",status=\"302\"} 1"))
         #expect(metrics.contains("bff_active_sessions 1"))
+    }
+
+    @Test("the EHR's error answers are warnings that carry the request's id: a code exchange answered 500; FHIR reads answered 503, counted as upstream errors and logged once until answered again")
+    func ehrErrorAnswersLogged() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setFHIRDown(true)
+        for _ in 0..<3 { #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 503) }
+        await h.sandbox.state.setFHIRDown(false)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_upstream_errors_total{kind=\"server_error\"} 3"), "\(metrics)")
+        let failing = h.logs.captured.filter { $0.contains("FHIR requests to the EHR fail") }
+        #expect(failing.count == 1 && failing[0].contains("HTTP 503") && failing[0].contains("\"level\":\"warning\""), "\(failing)")
+        #expect(h.logs.captured.contains { $0.contains("FHIR requests to the EHR are answered again") })
+
+        await h.sandbox.state.setTokenEndpointStatus(500)
+        let (failed, _) = try await h.standaloneLogin(browser)
+        #expect(failed.status == 502)
+        let id = try #require(failed.header("X-Request-ID"))
+        let line = try #require(h.logs.captured.first { $0.contains("code exchange failed") }, "no warning for the EHR's 500")
+        #expect(line.contains("\"level\":\"warning\"") && line.contains("HTTP 500") && line.contains(id), "\(line)")
+    }
+
+    @Test("a request refused while it is read (a malformed head) is logged and counted under the route unparsed")
+    func refusedRequestsCounted() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let port = h.bffs[0].port
+        let status = try await runBlocking { () throws -> Int? in
+            let c = try RawHTTPClient(port: port, timeout: 10)
+            c.send("GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n")
+            return c.readResponse()?.status
+        }
+        #expect(status == 400)
+        let metrics = try await Browser(client: h.client).request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_http_requests_total{route=\"unparsed\",status=\"400\"} 1"), "\(metrics)")
+        #expect(h.logs.captured.contains { $0.contains("request refused") && $0.contains("\"http.status\":\"400\"") }, "\(h.logs.captured)")
     }
 
     @Test("an EHR whose JWKS is down: login refused 401, and /readyz and a warning say why; the JWKS is tried again after the re-fetch interval, not at every sign-in")

@@ -13,11 +13,11 @@ struct UpstreamFailureLogTests {
         let t0 = Date(timeIntervalSince1970: 1_000_000)
         let a = "https://a.example/fhir", b = "https://b.example/fhir"
         log.answered(iss: a, now: t0) // nothing to end
-        for second in [0.0, 1, 30, 59] { log.failed(iss: a, .timedOut(), now: t0 + second) }
-        log.failed(iss: b, .connectFailed(), now: t0 + 2)
+        for second in [0.0, 1, 30, 59] { log.failed(iss: a, detail: HTTPClientError.timedOut().debugDescription, now: t0 + second) }
+        log.failed(iss: b, detail: HTTPClientError.connectFailed().debugDescription, now: t0 + 2)
         #expect(sink.captured.count == 2) // the first failure of each issuer
-        log.failed(iss: a, .timedOut(), now: t0 + 61)
-        log.failed(iss: a, .timedOut(), now: t0 + 62)
+        log.failed(iss: a, detail: HTTPClientError.timedOut().debugDescription, now: t0 + 61)
+        log.failed(iss: a, detail: HTTPClientError.timedOut().debugDescription, now: t0 + 62)
         let summary = sink.captured.filter { $0.contains("still fail") }
         #expect(summary.count == 1 && summary[0].contains(a) && summary[0].contains("\"upstream.failures\":\"5\""))
         log.answered(iss: a, now: t0 + 70)

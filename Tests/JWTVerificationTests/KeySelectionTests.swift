@@ -59,6 +59,20 @@ struct KeySelectionTests {
         #expect(await f.validator.jwks.fetchFailure(issuer: f.issuer) == nil, "a fetch that succeeds clears it")
     }
 
+    @Test("a failed re-fetch for an unknown kid leaves the fresh set's verifications unreported; only a stale set's are")
+    func failureWhileFresh() async throws {
+        let f = IDTokenFixture()
+        _ = try await f.validate(try f.token())
+        f.clock.advance(.seconds(11))
+        f.endpoint.isDown = true
+        await f.expectRejected(try f.token(header: ["alg": "RS256", "kid": "forged"]), .jwksUnavailable)
+        _ = try await f.validate(try f.token())
+        #expect(await f.validator.jwks.fetchFailure(issuer: f.issuer) == nil, "the set that verified is fresh")
+        f.clock.advance(.seconds(3600))
+        _ = try await f.validate(try f.token())
+        #expect(await f.validator.jwks.fetchFailure(issuer: f.issuer) != nil, "the set that verified is stale")
+    }
+
     @Test("a stale JWKS serves through an outage only until 24 hours after its fetch")
     func staleGraceEnds() async throws {
         let f = IDTokenFixture()

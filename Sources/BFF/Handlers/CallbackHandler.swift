@@ -36,7 +36,7 @@ struct CallbackHandler: Sendable {
         guard let registration = services.registration(for: pending.iss) else {
             throw Problems.badRequest("The issuer is no longer registered.", type: "unknown-issuer")
         }
-        let configuration = try await services.discovery(for: registration)
+        let configuration = try await services.discovery(for: registration, logger: request.logger)
         try checkIssuerParameter(iss, configuration: configuration, registration: registration)
         if let error {
             let description = CallbackHandler.printable(errorDescription ?? "", limit: 300)
@@ -52,7 +52,7 @@ struct CallbackHandler: Sendable {
                 clientID: registration.clientID, authentication: services.authentication(for: registration),
                 tokenEndpoint: configuration.tokenEndpoint)
         } catch {
-            services.logUpstreamFailure("code exchange failed", iss: registration.iss, error)
+            services.logUpstreamFailure("code exchange failed", iss: registration.iss, error, logger: request.logger)
             throw Problems.upstream(error.kind == .timeout ? .gatewayTimeout : .badGateway, "Code exchange failed: \(error.detail)")
         }
         // From here a refused sign-in hands the tokens it was given back to the EHR: no launch holds them.
@@ -62,7 +62,8 @@ struct CallbackHandler: Sendable {
             guard !tokens.holdsNUL else {
                 throw Problems.upstream(.badGateway, "Code exchange failed: token response holds a NUL character")
             }
-            identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration)
+            identity = try await validateIdentity(tokens, pending: pending, configuration: configuration, registration: registration,
+                                                  logger: request.logger)
         } catch {
             await services.revoke(TokenSet(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
                                            accessTokenExpiresAt: nil, responseJSON: ""), iss: registration.iss)
@@ -87,7 +88,7 @@ struct CallbackHandler: Sendable {
     }
 
     private func validateIdentity(_ tokens: TokenResponse, pending: PendingAuthorization, configuration: SMARTConfiguration,
-                                  registration: IssuerRegistration) async throws -> IDTokenClaims? {
+                                  registration: IssuerRegistration, logger: Logger) async throws -> IDTokenClaims? {
         // A nonce went out exactly when `openid` was asked for: then an ID token is required,
         // whatever the EHR's `scope` says. Were the granted scope to decide, a response that
         // leaves out `openid` and the token would start a session with no identity checked
@@ -108,17 +109,17 @@ struct CallbackHandler: Sendable {
             if let failure = await services.jwks.fetchFailure(issuer: issuer) {
                 // Verified by the cached keys while the JWKS cannot be fetched: fine for now, not for long.
                 await services.metadata.recordJWKS(registration.iss, "stale: the cached keys verified; fetching them again failed: \(failure)")
-                services.logger.warning("EHR JWKS could not be fetched; its cached keys still verify",
+                logger.warning("EHR JWKS could not be fetched; its cached keys still verify",
                                         metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(failure)])
             } else {
                 await services.metadata.recordJWKS(registration.iss, "ok")
             }
             return claims
         } catch {
-            // An EHR that cannot serve its keys is the operator's concern; a bad token is the client's.
-            let level: Logger.Level = error.kind == .jwksUnavailable ? .warning : .info
+            // The token came from the EHR's token endpoint, not from the browser: a bad one is the
+            // EHR's fault (its keys, its clock, its configuration), or an attack on that channel.
             if error.kind == .jwksUnavailable { await services.metadata.recordJWKS(registration.iss, "failed: \(error.reason)") }
-            services.logger.log(level: level, "ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.reason)])
+            logger.warning("ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.reason)])
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: error.description)
         }
     }

@@ -51,7 +51,7 @@ struct LaunchHandlers: Sendable {
         } else if case .app = target {
             throw Problems.badRequest("A custom-scheme return_to needs a handoff_challenge (mobile hand-off).")
         }
-        let configuration = try await services.discovery(for: registration)
+        let configuration = try await services.discovery(for: registration, logger: request.logger)
         let pkce = PKCE.make()
         let state = SecureRandom.token(bytes: 32)
         let nonce = SecureRandom.token(bytes: 32)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPCore
+import Logging
 import Synchronization
 
 /// Prometheus metrics: requests by route and status, latency histograms, upstream latency
@@ -157,5 +158,10 @@ struct MetricsMiddleware: Middleware {
     func finish(_ request: Request, _ response: inout Response) {
         let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
         recorder.record(route: request.route ?? "unmatched", status: response.status.code, seconds: elapsed.seconds)
+    }
+
+    /// Requests refused before they could be routed count under the route `unparsed`.
+    func refused(_ status: HTTPStatus, reason: String, logger: Logger) {
+        recorder.record(route: "unparsed", status: status.code, seconds: 0)
     }
 }

@@ -165,12 +165,18 @@ struct FHIRProxy: Sendable {
             auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer, at: askedAt)(0)
             if Task.isCancelled { throw CancellationError() } // the browser went: no fault of the EHR's
             services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
-            if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, error, now: services.now()) }
+            if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, detail: error.debugDescription, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
         services.metrics.recordUpstream(seconds: (ContinuousClock.now - started).seconds)
-        services.upstreamFailures.answered(iss: iss, now: services.now())
+        if FHIRProxy.isServerFailure(response.status) {
+            // Passed through as it came, and counted: the operator sees which EHR is failing.
+            services.metrics.recordUpstreamError("server_error")
+            services.upstreamFailures.failed(iss: iss, detail: "the EHR answered HTTP \(response.status)", now: services.now())
+        } else {
+            services.upstreamFailures.answered(iss: iss, now: services.now())
+        }
         if Task.isCancelled { // the browser went as the head came: nothing more is read
             response.body.cancel()
             auditRecorder(request: request, launch: launch, target: target, status: response.status, at: askedAt)(0)
@@ -188,6 +194,10 @@ struct FHIRProxy: Sendable {
         error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated"
             : error.isCancelled ? "cancelled" : error.isStalled ? "stalled" : "unreachable"
     }
+
+    /// Whether the EHR's status says its server failed (500, 502–599). 501 says only that it
+    /// does not do what was asked (an operation it lacks), which the front end may well ask.
+    static func isServerFailure(_ status: Int) -> Bool { status >= 500 && status != 501 }
 
     /// Bodies up to this size (by `Content-Length`) are read whole and answered at once;
     /// larger or unsized ones stream through.

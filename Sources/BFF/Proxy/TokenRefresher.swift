@@ -184,7 +184,7 @@ actor TokenRefresher {
             }
         } catch let error as SMARTError {
             services.metrics.recordRefresh("failed")
-            services.logUpstreamFailure("token refresh failed", iss: launch.iss, error)
+            services.logUpstreamFailure("token refresh failed", iss: launch.iss, error, logger: services.logger)
             throw unavailable(error)
         } catch let error as PostgresError where error.isLockTimeout {
             // Another instance holds the launch's token row lock past our wait for it: its

@@ -3,10 +3,11 @@ import HTTPClient
 import Logging
 import Synchronization
 
-/// Logs the FHIR proxy's failures to reach an EHR (no connection, TLS, timeout: no HTTP
-/// answer) per issuer without flooding the log: the first failure with its cause (the client's
-/// text), then at most one summary a minute while failures go on, and one line when a request
-/// gets an answer again. `bff_upstream_errors_total` counts every failure.
+/// Logs the FHIR proxy's failures at an EHR (no connection, TLS, timeout: no HTTP answer; or
+/// an answer saying the server failed, 5xx) per issuer without flooding the log: the first
+/// failure with its cause (the client's text, or the status), then at most one summary a
+/// minute while failures go on, and one line when a request gets an answer again.
+/// `bff_upstream_errors_total` counts every failure.
 final class UpstreamFailureLog: Sendable {
     static let summaryInterval: TimeInterval = 60
 
@@ -23,8 +24,8 @@ final class UpstreamFailureLog: Sendable {
 
     init(logger: Logger) { self.logger = logger }
 
-    /// A request to `iss` failed with `error` at `now`.
-    func failed(iss: String, _ error: HTTPClientError, now: Date) {
+    /// A request to `iss` failed at `now`; `detail` says how.
+    func failed(iss: String, detail: @autoclosure () -> String, now: Date) {
         let due: (message: Logger.Message, failures: Int)? = outages.withLock { outages in
             guard var outage = outages[iss] else {
                 outages[iss] = Outage(since: now, failures: 1, lastLogged: now)
@@ -38,11 +39,11 @@ final class UpstreamFailureLog: Sendable {
             return ("FHIR requests to the EHR still fail", outage.failures)
         }
         guard let due else { return }
-        logger.warning(due.message, metadata: ["smart.iss": .string(iss), "error.detail": .string(error.debugDescription),
+        logger.warning(due.message, metadata: ["smart.iss": .string(iss), "error.detail": .string(detail()),
                                                "upstream.failures": .stringConvertible(due.failures)])
     }
 
-    /// A request to `iss` got an HTTP answer.
+    /// A request to `iss` got an HTTP answer other than a server failure.
     func answered(iss: String, now: @autoclosure () -> Date) {
         guard anyOutage.load(ordering: .acquiring) else { return }
         let now = now()

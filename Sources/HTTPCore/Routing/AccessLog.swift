@@ -1,7 +1,8 @@
 import Logging
 import Foundation
 
-/// Logs one line per request: request id, method, route pattern, status and duration.
+/// Logs one line per request: request id, method, route pattern, status and duration; and
+/// one per request refused while it was read (status and reason).
 /// It never logs the query, headers or body, so no token, code, cookie or `Authorization`
 /// value can reach the log through it.
 public struct AccessLog: Middleware {
@@ -17,10 +18,19 @@ public struct AccessLog: Middleware {
         let elapsed = request.startedAt.map { ContinuousClock.now - $0 } ?? .zero
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         request.logger.info("request", metadata: [
-            "http.method": .string(request.method),
+            "http.method": .string(AccessLog.shown(request.method)),
             "http.route": .string(request.route ?? "unmatched"),
             "http.status": .stringConvertible(response.status.code),
             "duration_ms": .string(String(format: "%.3f", ms)),
         ])
+    }
+
+    public func refused(_ status: HTTPStatus, reason: String, logger: Logger) {
+        logger.info("request refused", metadata: ["http.status": .stringConvertible(status.code), "error.detail": .string(reason)])
+    }
+
+    /// Methods are tokens of any length: a client's 8 000-byte one is cut to 32 bytes.
+    static func shown(_ method: String) -> String {
+        method.utf8.count <= 32 ? method : String(decoding: method.utf8.prefix(32), as: UTF8.self) + "…"
     }
 }

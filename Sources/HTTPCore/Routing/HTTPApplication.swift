@@ -27,6 +27,11 @@ public final class HTTPApplication: Sendable {
         self.mapError = mapError
     }
 
+    /// Tells the middleware of a request refused while it was read (see `Middleware.refused`).
+    public func refused(_ status: HTTPStatus, reason: String) {
+        for step in middleware { step.refused(status, reason: reason, logger: logger) }
+    }
+
     /// Routes `request` through the middleware to its handler. The request should carry this
     /// application's logger (`Request(…, logger: application.logger)`).
     public func dispatch(_ incoming: Request) -> Outcome {
@@ -90,10 +95,12 @@ public final class HTTPApplication: Sendable {
         }
         if let mapped = mapError(error) {
             request.logger.error("request failed", metadata: ["error.type": .string(String(describing: type(of: error))),
+                                                             "error.detail": .string(String(describing: error)),
                                                              "http.status": .stringConvertible(mapped.status.code)])
             return mapped.response
         }
-        request.logger.error("unhandled error", metadata: ["error.type": .string(String(describing: type(of: error)))])
+        request.logger.error("unhandled error", metadata: ["error.type": .string(String(describing: type(of: error))),
+                                                           "error.detail": .string(String(describing: error))])
         return HTTPError(.internalServerError, detail: "The server could not complete the request.").response
     }
 }

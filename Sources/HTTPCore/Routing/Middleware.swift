@@ -1,3 +1,5 @@
+import Logging
+
 /// A step around every request. Middleware is synchronous so that it can run on the I/O
 /// thread for immediate routes; asynchronous work belongs in handlers.
 public protocol Middleware: Sendable {
@@ -5,9 +7,13 @@ public protocol Middleware: Sendable {
     func prepare(_ request: inout Request) throws -> Response?
     /// Runs after the handler (or an error's problem response), in reverse order.
     func finish(_ request: Request, _ response: inout Response)
+    /// Runs for a request the server refused while reading it (a malformed or over-long
+    /// head, a timeout): there is no `Request`, only the status and the parser's reason.
+    func refused(_ status: HTTPStatus, reason: String, logger: Logger)
 }
 
 extension Middleware {
     public func prepare(_ request: inout Request) throws -> Response? { nil }
     public func finish(_ request: Request, _ response: inout Response) {}
+    public func refused(_ status: HTTPStatus, reason: String, logger: Logger) {}
 }
