@@ -276,6 +276,40 @@ struct FHIRProxyTests {
         #expect(metrics.contains("bff_upstream_errors_total{kind=\"redirect\"} 1"), "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
     }
 
+    @Test("a relative Location (RFC 9110 §10.2.2) is resolved against the read's URL, then rewritten as an absolute one is; one that climbs out is 502",
+          arguments: [("/fhir/Patient/ok", "/fhir/Patient/ok"), ("ok", "/fhir/Binary/ok"), ("../Patient/1?x=2", "/fhir/Patient/1?x=2"),
+                      ("../../session", nil), ("//evil.example/fhir/Patient/1", nil)] as [(String, String?)])
+    func relativeLocation(location: String, expected: String?) async throws {
+        let front = try RiggedEHRFront(path: "/fhir/Binary/moved") { _ in
+            Array("HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+        }
+        defer { front.shutdown() }
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
+        defer { Task { await h.stop() } }
+        let page = try await browser.api(h.baseURL + "/fhir/Binary/moved", launch: launch)
+        if let expected {
+            #expect(page.status == 302 && page.location == h.baseURL + expected, "\(page.status): \(page.location ?? "no Location")")
+        } else {
+            #expect(page.status == 502 && page.location == nil, "\(page.status): \(page.location ?? "no Location")")
+        }
+    }
+
+    @Test("a passed field whose value is not UTF-8 (an ETag of Latin-1 bytes) is left out rather than altered: a changed validator would never match")
+    func nonUTF8FieldDropped() async throws {
+        let body = #"{"resourceType":"Patient","id":"e"}"#
+        let front = try RiggedEHRFront(path: "/fhir/Patient/e") { _ in
+            Array("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\nETag: W/\"".utf8) + [0xFF, 0xFE, 0xC3, 0x28]
+                + Array("\"\r\nLast-Modified: Tue, 01 Dec 2026 10:00:00 GMT\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+        }
+        defer { front.shutdown() }
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
+        defer { Task { await h.stop() } }
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/e", launch: launch)
+        #expect(page.status == 200 && page.text == body)
+        #expect(page.header("ETag") == nil, "\(page.header("ETag") ?? "")")
+        #expect(page.header("Last-Modified") == "Tue, 01 Dec 2026 10:00:00 GMT")
+    }
+
     @Test("an EHR that echoes the bearer token (in its body, a redirect's Location, an ETag): the front end gets stars in its place",
           arguments: [0, 300_000]) // a body read whole, and one streamed through (over FHIRProxy.bufferLimit)
     func echoedTokenMasked(padding: Int) async throws {

@@ -51,6 +51,23 @@ struct TokenMaskTests {
         }
     }
 
+    @Test("a base64 token is masked as URLs carry it too: percent-encoded in either hex case, with or without its slashes, whole and in pieces")
+    func percentEncoded() {
+        let token = "AT0001+ab/cd+ef/gh==QQQ"
+        for written in ["AT0001%2Bab%2Fcd%2Bef%2Fgh%3D%3DQQQ", "AT0001%2bab%2fcd%2bef%2fgh%3d%3dQQQ", "AT0001%2Bab/cd%2Bef/gh%3D%3DQQQ",
+                        #"AT0001%2bab\/cd%2bef\/gh%3d%3dQQQ"#] {
+            let body = Array("{\"next\":\"https://ehr.example/fhir/Patient?access_token=\(written)&x=1\"}".utf8)
+            let expected = Array("{\"next\":\"https://ehr.example/fhir/Patient?access_token=\(String(repeating: "*", count: written.utf8.count))&x=1\"}".utf8)
+            #expect(TokenMask(token: token).masked(whole: body) == expected, "\(written)")
+            #expect(TokenMask(token: token).masked("access_token=" + written) == "access_token=" + String(repeating: "*", count: written.utf8.count))
+            for cut in 0...body.count {
+                var mask = TokenMask(token: token)
+                #expect(mask.masked(Array(body[..<cut])) + mask.masked(Array(body[cut...])) + mask.finish() == expected, "\(written) split at \(cut)")
+            }
+        }
+        #expect(TokenMask.otherSpellings(of: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-_~").isEmpty, "a base64url token has one spelling")
+    }
+
     @Test("a token shorter than 16 bytes masks nothing: it would mask ordinary text")
     func short() {
         var mask = TokenMask(token: "abc")

@@ -233,7 +233,9 @@ struct URLRewriterTests {
 
     /// Paths a browser resolves to a place outside the base, and paths that only look alike.
     static let dotSegments = ["../session", "Patient/../../session", "./Patient/1", "Patient/%2e%2e/%2E%2e/session", "Patient/.%2E/x",
-                              #"Patient\..\..\session"#, "..", "Patient/..?x=1", "Patient/..#f"]
+                              #"Patient\..\..\session"#, "..", "Patient/..?x=1", "Patient/..#f",
+                              // A browser drops tabs and newlines from a URL first: these are `..` to it.
+                              ".\t./session", "Patient/%2\te%2e/x", "Patient/.\n./x", "Patient/.\r./x"]
     static let notDotSegments = ["Patient/a..b", "Patient/.../x", "Patient/1?x=../y", "Patient/1#../y", "Patient/%2e1", "..x/y"]
 
     @Test("a URL under the base whose path climbs out of it (dot segments, also percent-encoded or between backslashes) is not rewritten, in a Location or a body")
@@ -255,7 +257,9 @@ struct URLRewriterTests {
             #expect(Self.rewrite(#"{"url":"\#(Self.base)/\#(rest)"}"#) == #"{"url":"\#(Self.publicBase)/\#(rest)"}"#, "\(rest)")
         }
         // In JSON, escaped slashes separate segments too, and a \u escape is not read (kept: the safe side).
-        for kept in [#"{"url":"https:\/\/ehr.example\/fhir\/r4\/..\/session"}"#, #"{"url":"https://ehr.example/fhir/r4/\u002e\u002e/session"}"#] {
+        for kept in [#"{"url":"https:\/\/ehr.example\/fhir\/r4\/..\/session"}"#, #"{"url":"https://ehr.example/fhir/r4/\u002e\u002e/session"}"#,
+                     #"{"url":"https://ehr.example/fhir/r4/.\t./session"}"#, #"{"url":"https://ehr.example/fhir/r4/.\n./session"}"#,
+                     #"{"url":"https://ehr.example/fhir/r4/.%2\re/session"}"#] {
             #expect(Self.rewrite(kept) == kept)
         }
         // A string still open after more bytes than any URL held back is left as it came.

@@ -195,6 +195,14 @@ struct FHIRProxy: Sendable {
             : error.isCancelled ? "cancelled" : error.isStalled ? "stalled" : "unreachable"
     }
 
+    /// A `Location` as an absolute URL: a relative reference (RFC 9110 §10.2.2) resolved
+    /// against the URL the EHR was asked for (`askedFor`); nil when it cannot be.
+    static func absolute(_ location: String, askedFor: String) -> String? {
+        let lower = location.prefix(8).lowercased()
+        if lower.hasPrefix("http://") || lower.hasPrefix("https://") { return location }
+        return URL(string: location, relativeTo: URL(string: askedFor))?.absoluteURL.absoluteString
+    }
+
     /// Whether the EHR's status says its server failed (500, 502–599). 501 says only that it
     /// does not do what was asked (an operation it lacks), which the front end may well ask.
     static func isServerFailure(_ status: Int) -> Bool { status >= 500 && status != 501 }
@@ -213,7 +221,8 @@ struct FHIRProxy: Sendable {
         }
         // Only a URL under the EHR's base goes on, as the BFF's: the BFF sends browsers to
         // no other place (a redirect to one is the EHR's bad answer, refused below).
-        if let location = upstream.header("Location").flatMap(rewriter.rewritten(url:)) {
+        if let location = upstream.header("Location").flatMap({ FHIRProxy.absolute($0, askedFor: launch.iss + target) })
+            .flatMap(rewriter.rewritten(url:)) {
             response.headers.add("Location", mask.masked(location))
         }
         response.headers.replace("Cache-Control", "no-store")

@@ -6,8 +6,9 @@ import CLinux
 /// request's credentials: an OperationOutcome's diagnostics quoting the `Authorization`
 /// field, a stack trace, a URL with `access_token=` in a `Location` or a Binary. Every
 /// occurrence of the token's bytes is overwritten with `*`, one for one: lengths stay as
-/// declared, and JSON stays JSON. A token with `/` (base64, not base64url) is also masked as
-/// JSON writers often escape it, `\/` for each `/`.
+/// declared, and JSON stays JSON. A token with `/`, `+` or `=` (base64, not base64url) is
+/// also masked as JSON writers escape it (`\/` for each `/`) and as URLs carry it
+/// (percent-encoded, in either hex case, with or without its `/`s: query encoders differ).
 ///
 /// Across chunks: bytes at a chunk's end that begin the token are held back until the next
 /// chunk shows whether the rest follows; `finish()` gives them up at the end. A chunk or a
@@ -20,8 +21,9 @@ struct TokenMask {
 
     /// The token as written (searched in place); nil when it is too short to mask.
     private let token: String?
-    /// The token as JSON may escape it, when it holds `/`.
-    private let escaped: [UInt8]?
+    /// The token's other spellings (JSON's, URLs'); none for a base64url token, which all
+    /// of them write as it is (and then nothing is allocated).
+    private let others: [[UInt8]]
     /// The longest spelling's length.
     private let longest: Int
     private var held: [UInt8] = []
@@ -29,17 +31,34 @@ struct TokenMask {
     /// A mask for `token`; one that masks nothing when the token is shorter than `minimumLength`.
     init(token: String) {
         let count = token.utf8.count
-        guard count >= TokenMask.minimumLength else { (self.token, escaped, longest) = (nil, nil, 0); return }
+        guard count >= TokenMask.minimumLength else { (self.token, others, longest) = (nil, [], 0); return }
         self.token = token
-        let slashes = token.utf8.count { $0 == UInt8(ascii: "/") }
-        guard slashes > 0 else { (escaped, longest) = (nil, count); return } // base64url: one spelling
-        var escaped: [UInt8] = []
-        escaped.reserveCapacity(count + slashes)
-        for byte in token.utf8 {
-            if byte == UInt8(ascii: "/") { escaped.append(UInt8(ascii: "\\")) }
-            escaped.append(byte)
+        others = TokenMask.otherSpellings(of: token)
+        longest = others.reduce(count) { max($0, $1.count) }
+    }
+
+    /// How JSON and URLs may write `token`, but as it is: JSON's `\/` for `/`; in a URL each
+    /// byte outside RFC 3986's unreserved set percent-encoded (upper- or lower-case hex), or
+    /// each but `/` (and then maybe JSON-escaped too).
+    static func otherSpellings(of token: String) -> [[UInt8]] {
+        let raw = Array(token.utf8)
+        func unreserved(_ b: UInt8) -> Bool {
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E
         }
-        (self.escaped, longest) = (escaped, escaped.count)
+        guard !raw.allSatisfy(unreserved) else { return [] }
+        func percentEncoded(hex: String, keepingSlashes: Bool) -> [UInt8] {
+            raw.flatMap { b -> [UInt8] in
+                unreserved(b) || (keepingSlashes && b == UInt8(ascii: "/")) ? [b] : [UInt8(ascii: "%")] + Array(String(format: hex, b).utf8)
+            }
+        }
+        func jsonEscaped(_ s: [UInt8]) -> [UInt8] { s.flatMap { $0 == UInt8(ascii: "/") ? [UInt8(ascii: "\\"), $0] : [$0] } }
+        var spellings: [[UInt8]] = []
+        for spelling in [raw] + ["%02X", "%02x"].flatMap({ hex in [true, false].map { percentEncoded(hex: hex, keepingSlashes: $0) } }) {
+            for variant in [spelling, jsonEscaped(spelling)] where variant != raw && !spellings.contains(variant) {
+                spellings.append(variant)
+            }
+        }
+        return spellings
     }
 
     /// `value` with every occurrence of the token masked (a header field's value).
@@ -91,7 +110,8 @@ struct TokenMask {
     private func anySpelling(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool {
         guard var token else { return false } // withUTF8 is mutating; a native string is not copied
         if token.withUTF8({ body(UnsafeRawBufferPointer($0)) }) { return true }
-        return escaped?.withUnsafeBytes(body) ?? false
+        for spelling in others where spelling.withUnsafeBytes(body) { return true }
+        return false
     }
 
     private func holdsToken(_ bytes: UnsafeRawBufferPointer) -> Bool {

@@ -279,7 +279,9 @@ struct URLRewriter {
     /// `\` in an http URL as `/`). `<base>/../session` is under the base as text, and a
     /// browser resolves it to the BFF's `/session`: such a URL is not the EHR's resource and
     /// is not rewritten. In a JSON string (`jsonEscaped`) `\/` and `\\` are read as
-    /// `/` and `\`, and any `\u` escape counts as a dot segment (the safe side).
+    /// `/` and `\`, and any `\u` escape counts as a dot segment (the safe side). So does a
+    /// tab, CR or LF, raw or escaped: a browser drops them from a URL before anything else,
+    /// so `.<TAB>.` is `..` to it (and `%2<TAB>e` is `%2e`).
     static func hasDotSegment(_ rest: some Collection<UInt8>, jsonEscaped: Bool) -> Bool {
         var dots = 0, other = false // the current segment: its dots, and whether it has anything else
         var iterator = rest.makeIterator()
@@ -290,17 +292,21 @@ struct URLRewriter {
         }
         while let next = iterator.next() {
             var byte = next
+            if byte == 0x09 || byte == 0x0A || byte == 0x0D { return true }
+            if jsonEscaped && byte == UInt8(ascii: "\\") {
+                guard let escaped = iterator.next() else { break }
+                switch escaped {
+                case UInt8(ascii: "u"), UInt8(ascii: "t"), UInt8(ascii: "n"), UInt8(ascii: "r"): return true
+                case UInt8(ascii: "/"), UInt8(ascii: "\\"): byte = escaped
+                default: byte = UInt8(ascii: "x")
+                }
+            }
             if !pending.isEmpty {
                 pending.append(byte)
                 guard pending.count == 3 else { continue }
                 if pending[1] == UInt8(ascii: "2") && pending[2] | 0x20 == UInt8(ascii: "e") { dots += 1 } else { other = true }
                 pending = []
                 continue
-            }
-            if jsonEscaped && byte == UInt8(ascii: "\\") {
-                guard let escaped = iterator.next() else { break }
-                if escaped == UInt8(ascii: "u") { return true }
-                byte = escaped == UInt8(ascii: "/") || escaped == UInt8(ascii: "\\") ? escaped : UInt8(ascii: "x")
             }
             switch byte {
             case UInt8(ascii: "/"), UInt8(ascii: "\\"): if endSegment() { return true }

@@ -34,13 +34,15 @@ public struct ResponseFields: Sendable, RandomAccessCollection {
         }
     }
 
-    /// The first value of the field `name` (compared ignoring ASCII case), or nil.
+    /// The first value of the field `name` (compared ignoring ASCII case), or nil. A value
+    /// that is not UTF-8 (obs-text: an `ETag` of Latin-1 bytes, say) reads as nil: as a
+    /// string it could only be altered, and an altered validator never matches again.
     public func firstValue(named name: String) -> String? {
         var name = name // withUTF8 is mutating; a native string is not copied
         return name.withUTF8 { wanted in
             bytes.withUnsafeBufferPointer { all in
                 for span in spans where ResponseFields.equalsIgnoringASCIICase(all[span.name], wanted) {
-                    return String(decoding: all[span.value], as: UTF8.self)
+                    return String(validating: all[span.value], as: UTF8.self)
                 }
                 return nil
             }
