@@ -168,11 +168,12 @@ public final class PostgresSessionStore: SessionStore {
         return SessionRecord(idHash: try row.string(0), createdAt: try row.date(1), lastSeenAt: try row.date(2), expiresAt: try row.date(3))
     }
 
-    public func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws {
+    @discardableResult
+    public func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws -> Date {
         // At most a quarter of the lifetime: a session living no longer than the interval
         // would otherwise expire however busy its user was.
         let touchInterval = min(touchInterval, ttl / 4)
-        guard now.timeIntervalSince(session.lastSeenAt) >= touchInterval else { return }
+        guard now.timeIntervalSince(session.lastSeenAt) >= touchInterval else { return session.expiresAt }
         // The conditions make the write happen once per interval even when several requests
         // or instances touch at the same moment, and never revive an expired session.
         try await pool.query("""
@@ -180,6 +181,8 @@ public final class PostgresSessionStore: SessionStore {
             WHERE id_hash = \(session.idHash) AND expires_at > to_timestamp(\(now))
               AND last_seen_at <= to_timestamp(\(now.addingTimeInterval(-touchInterval)))
             """)
+        // Written now, or by a request that touched it at the same moment.
+        return now.addingTimeInterval(ttl)
     }
 
     public func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)] {

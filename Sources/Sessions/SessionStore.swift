@@ -37,7 +37,9 @@ public protocol SessionStore: Sendable {
     func findSession(id: String, now: Date) async throws -> SessionRecord?
     /// Slides the session's expiry. Implementations may skip the write when the session was
     /// touched recently, so that reads do not each cost a commit.
-    func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws
+    /// - Returns: the session's expiry after the call.
+    @discardableResult
+    func touchSession(_ session: SessionRecord, ttl: TimeInterval, now: Date) async throws -> Date
     /// Deletes the session and its launches; returns the launches' tokens for revocation.
     func deleteSession(id: String) async throws -> [(LaunchRecord, TokenSet)]
 

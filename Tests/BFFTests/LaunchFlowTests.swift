@@ -320,6 +320,36 @@ struct LaunchFlowTests {
 }
 
 extension LaunchFlowTests {
+    @Test("logging out the session's last launch (X-BFF-Launch) ends the session: cookie expired, tokens revoked, row gone")
+    func logoutLastLaunch() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        await h.sandbox.state.resetCounters()
+        let out = try await browser.api("POST", h.baseURL + "/logout", launch: launch)
+        #expect(out.status == 204 && out.setCookies.first?.contains("Max-Age=0") == true, "\(out.setCookies)")
+        #expect(await h.sandbox.state.revocations == 2)
+        #expect(try await h.database.pool.query("SELECT 1 FROM sessions").isEmpty, "an empty session row stays until its TTL")
+    }
+
+    @Test("/session reports the expiry the request itself gave the session, not the one before it")
+    func sessionExpiryReported() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        _ = try await h.standaloneLogin(browser)
+        // The user was last seen 7 hours ago: one hour of the 8 was left before this request.
+        try await h.database.pool.query("UPDATE sessions SET last_seen_at = now() - interval '7 hours', expires_at = now() + interval '1 hour'")
+        let session = try await browser.api(h.baseURL + "/session")
+        let reported = try #require(JSONParser.parse(session.body)["expires_at"]?.stringValue)
+        let stored = try await h.database.pool.query("SELECT extract(epoch from expires_at) FROM sessions")
+        let expected = try stored[0].date(0)
+        #expect(expected.timeIntervalSinceNow > 7 * 3600, "the request slid the expiry")
+        let date = try #require(ISO8601DateFormatter().date(from: reported), "\(reported)")
+        #expect(abs(date.timeIntervalSince(expected)) < 2, "reported \(reported), stored \(expected)")
+    }
+
     @Test("an EHR whose smart-configuration fails (503, or 429 from a busy gateway) fails discovery, 502, without falling back to the CapabilityStatement; failures are answered from memory for 5 s, then discovery is tried again",
           arguments: [503, 429])
     func discoveryServerError(status: Int) async throws {

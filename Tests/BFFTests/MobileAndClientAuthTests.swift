@@ -65,6 +65,26 @@ struct MobileAndClientAuthTests {
         }
     }
 
+    @Test("a logout that carries a bearer session token beside the browser's cookie (stale or live) ends the bearer's session at most: the cookie is kept, and its session and tokens live on")
+    func logoutBearerBesideCookie() async throws {
+        let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let stale = try await browser.api("POST", h.baseURL + "/logout", headers: [("Authorization", "Bearer stale-token")])
+        #expect(stale.status == 204 && stale.setCookies.isEmpty, "\(stale.setCookies)")
+        let verifier = SecureRandom.token(bytes: 32)
+        let app = Browser(client: h.client)
+        let code = try await handoffLogin(h, app, verifier: verifier)
+        let token = try #require(try JSONParser.parse(try await exchange(h, app, code: code, verifier: verifier).body)["session_token"]?.stringValue)
+        await h.sandbox.state.resetCounters()
+        let live = try await browser.api("POST", h.baseURL + "/logout", headers: [("Authorization", "Bearer " + token)])
+        #expect(live.status == 204 && live.setCookies.isEmpty, "\(live.setCookies)")
+        #expect(try await app.request(h.baseURL + "/session", headers: [("Authorization", "Bearer " + token)]).status == 401)
+        #expect(await h.sandbox.state.revocations == 2, "the bearer's session's tokens only")
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200, "the cookie's session lives on")
+    }
+
     @Test("hand-off: a wrong verifier burns the code, and the sign-in's tokens are revoked at the EHR")
     func wrongVerifier() async throws {
         let h = try await BFFHarness.start(returnOrigins: ["myapp:"])

@@ -39,18 +39,24 @@ struct SessionHandlers: Sendable {
             var launchGone = false
             if request.headers["X-BFF-Launch"] != nil { launchGone = await resolver.hasSession(request) }
             if !launchGone { await endExpiredSession(of: request) }
-            if !launchGone && services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
+            // Only the cookie's own session ending expires it: a stale bearer token beside a
+            // live cookie leaves the cookie's session, and so the cookie, as they were.
+            if !launchGone && resolver.authenticatesByCookie(request) { response.headers.add("Set-Cookie", services.cookie.expire) }
             return response
         }
         var ended: [(LaunchRecord, TokenSet)] = []
         defer { services.proxyCache.invalidate(sessionHash: resolved.session.idHash) }
-        if request.headers["X-BFF-Launch"] != nil, let launch = resolved.launch {
+        var sessionEnds = request.headers["X-BFF-Launch"] == nil
+        if !sessionEnds, let launch = resolved.launch {
             if let tokens = try await services.store.deleteLaunch(sessionID: resolved.sessionID, launchHash: launch.idHash) {
                 ended.append((launch, tokens))
             }
-        } else {
-            ended = try await services.store.deleteSession(id: resolved.sessionID)
-            if services.cookie.read(from: request) != nil { response.headers.add("Set-Cookie", services.cookie.expire) }
+            // The session's last launch ended: so does the session, which holds nothing now.
+            sessionEnds = try await services.store.findLaunch(sessionID: resolved.sessionID, launchID: nil) == nil
+        }
+        if sessionEnds {
+            ended += try await services.store.deleteSession(id: resolved.sessionID)
+            if resolver.authenticatesByCookie(request) { response.headers.add("Set-Cookie", services.cookie.expire) }
         }
         // At once, not after revocation, which waits on the EHR: meanwhile another tab's read
         // must not be served from this instance's cache. (The `defer` covers a failed delete.)

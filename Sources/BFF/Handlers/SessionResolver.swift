@@ -24,8 +24,12 @@ struct SessionResolver: Sendable {
         let launchID = try launchHeader(request)
         let launch = try await services.store.findLaunch(sessionID: sessionID, launchID: launchID)
         if launch == nil && (requireLaunch || launchID != nil) { throw Problems.unauthenticated(launchID == nil ? "No valid session." : "Unknown launch.") }
-        try? await services.store.touchSession(session, ttl: TimeInterval(services.configuration.sessionTTL), now: services.now())
-        return ResolvedSession(sessionID: sessionID, session: session, launch: launch)
+        var touched = session
+        if let expiresAt = try? await services.store.touchSession(session, ttl: TimeInterval(services.configuration.sessionTTL),
+                                                                  now: services.now()) {
+            touched.expiresAt = expiresAt // what /session reports: the expiry this request gave it
+        }
+        return ResolvedSession(sessionID: sessionID, session: touched, launch: launch)
     }
 
     /// Whether the request's session (cookie or bearer session token) is live, whatever
@@ -61,13 +65,26 @@ struct SessionResolver: Sendable {
         }
     }
 
+    /// Whether the request's credential is the session cookie (no bearer session token).
+    func authenticatesByCookie(_ request: Request) -> Bool {
+        SessionResolver.bearerAuthorization(request) == nil && services.cookie.read(from: request) != nil
+    }
+
+    /// The request's `Authorization` value when its scheme is `Bearer`.
+    private static func bearerAuthorization(_ request: Request) -> String? {
+        guard let authorization = request.headers["Authorization"], authorization.utf8.count >= 6,
+              authorization.prefix(6).lowercased() == "bearer", authorization.utf8.count == 6 || authorization.dropFirst(6).first == " " else {
+            return nil
+        }
+        return authorization
+    }
+
     /// The session identifier: a bearer session token, or the cookie (which needs `X-CSRF: 1`).
     /// `Authorization` of another scheme is not the BFF's (a proxy in front that asks for
     /// Basic credentials passes them on) and leaves the cookie to count.
     private func credential(_ request: Request) throws -> String {
         let sessionID: String
-        if let authorization = request.headers["Authorization"], authorization.utf8.count >= 6,
-           authorization.prefix(6).lowercased() == "bearer", authorization.utf8.count == 6 || authorization.dropFirst(6).first == " " {
+        if let authorization = SessionResolver.bearerAuthorization(request) {
             guard authorization.count > 7 else { throw Problems.unauthenticated() }
             sessionID = String(authorization.dropFirst(7))
         } else if let cookie = services.cookie.read(from: request) {
