@@ -648,7 +648,7 @@ struct FHIRProxyTests {
         let (_, busyLaunch) = try await h.standaloneLogin(busy)
         let (_, otherLaunch) = try await h.standaloneLogin(other)
         await h.sandbox.state.resetCounters()
-        await h.sandbox.state.setFHIRDelay(.milliseconds(400))
+        await h.sandbox.state.setFHIRDelay(.milliseconds(1000)) // room for the other read on a loaded machine
         let busyDone = Counter()
         let reads = (0..<8).map { _ in
             Task {
@@ -658,7 +658,7 @@ struct FHIRProxyTests {
         }
         try await h.waitForSandbox { await $0.delayedFHIRRequests >= 2 }
         #expect(try await other.api(h.baseURL + "/fhir/Patient/pat-1", launch: otherLaunch).status == 200)
-        // Ahead of them: the busy launch's 8 reads, 2 at a time, take at least 4 × 0.4 s; the
+        // Ahead of them: the busy launch's 8 reads, 2 at a time, take at least 4 × 1 s; the
         // other's one read was not queued behind them all.
         #expect(busyDone.current < 8, "the other launch's read waited for all of the busy launch's")
         for read in reads { #expect(try await read.value == 200) }
