@@ -30,6 +30,13 @@ public struct SMARTScopes: Sendable, Equatable {
         let search: Bool
         /// v2 query restrictions, e.g. ["category": "http://…|laboratory"].
         let restrictions: [String: String]
+
+        /// Whether everything `other` allows, this allows: its type or all, its interactions,
+        /// and no restriction `other` lacks.
+        func covers(_ other: Grant) -> Bool {
+            (resourceType == "*" || resourceType == other.resourceType) && (read || !other.read) && (search || !other.search)
+                && restrictions.allSatisfy { other.restrictions[$0.key] == $0.value }
+        }
     }
 
     let grants: [Grant]
@@ -107,6 +114,31 @@ public struct SMARTScopes: Sendable, Equatable {
                 }
             }
         }
+    }
+
+    /// The scopes of `granted` (a refresh's answer) that stay within `original` (the launch's):
+    /// a refresh gives the same scope or less (RFC 6749 §6), never more. Each resource scope
+    /// of either string that the other's grants cover is kept, so an EHR that writes the same
+    /// grant another way (`patient/*.rs` for the launch's types) keeps the launch's scopes,
+    /// and one that answers more keeps no more; another scope (`openid`, `launch`, …) is kept
+    /// when both hold it. In `granted`'s order, then `original`'s, each once: a narrower
+    /// answer is kept as the EHR wrote it.
+    public static func narrowed(_ granted: String, within original: String) -> String {
+        let originalScopes = original.split(separator: " ").map(String.init)
+        let grantedScopes = granted.split(separator: " ").map(String.init)
+        let originalGrants = SMARTScopes(original).grants, grantedGrants = SMARTScopes(granted).grants
+        var kept: [String] = []
+        for scope in grantedScopes + originalScopes where !kept.contains(scope) {
+            let within: Bool
+            if let grant = parse(scope) {
+                let other = originalScopes.contains(scope) ? grantedGrants : originalGrants
+                within = other.contains { $0.covers(grant) }
+            } else {
+                within = originalScopes.contains(scope) && grantedScopes.contains(scope)
+            }
+            if within { kept.append(scope) }
+        }
+        return kept.joined(separator: " ")
     }
 
     /// Whether any grant allows searching, of whatever type and with whatever restriction.

@@ -48,7 +48,11 @@ public struct TokenClient: Sendable {
                 throw SMARTError(.tokenEndpoint, "the token endpoint is unavailable (HTTP \(response.status))")
             }
             let error = (try? JSONParser.parse(response.body))?["error"]?.stringValue
-            if error == "invalid_grant" { throw SMARTError(.invalidGrant, "the EHR refused the grant (invalid_grant)") }
+            // Only an error response is one (400, or 401 as some servers send): a redirect or
+            // another status with that body is not the EHR refusing the grant.
+            if error == "invalid_grant" && (response.status == 400 || response.status == 401) {
+                throw SMARTError(.invalidGrant, "the EHR refused the grant (invalid_grant)")
+            }
             throw SMARTError(.tokenEndpoint, "the token endpoint answered HTTP \(response.status)\(error.map { " (\(TokenClient.shown($0)))" } ?? "")")
         }
         return try TokenResponse.parse(response.body)

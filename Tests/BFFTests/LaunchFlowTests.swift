@@ -320,6 +320,18 @@ struct LaunchFlowTests {
 }
 
 extension LaunchFlowTests {
+    @Test("a token response that names no scope granted the one asked for (RFC 6749 §5.1): /session says so, and reads within it go upstream")
+    func noScopeInAnswer() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setTokenResponseExtras(["scope": .null])
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.standaloneLogin(browser).launch)
+        let session = try JSONParser.parse(try await browser.api(h.baseURL + "/session", launch: launch).body)
+        #expect(session["scope"]?.stringValue == IssuerRegistration(iss: "x", clientID: "x").standaloneScope)
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch).status == 200)
+    }
+
     @Test("logging out the session's last launch (X-BFF-Launch) ends the session: cookie expired, tokens revoked, row gone")
     func logoutLastLaunch() async throws {
         let h = try await BFFHarness.start()

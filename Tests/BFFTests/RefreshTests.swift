@@ -114,6 +114,28 @@ struct RefreshTests {
         #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [401, 200, 401, 200])
     }
 
+    @Test("a refresh that answers a wider scope widens nothing: /session keeps the launch's scope, and a type outside it is still 403 with no upstream call")
+    func refreshCannotWidenScope() async throws {
+        let launchScope = "launch/patient openid fhirUser patient/Patient.rs offline_access"
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app", standaloneScope: launchScope)]
+        })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch).status == 403)
+        await h.sandbox.state.setRefreshScope("launch/patient openid fhirUser patient/*.rs user/*.cruds offline_access")
+        await h.sandbox.state.expireAccessTokens()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200) // 401, refresh, retry
+        #expect(await h.sandbox.state.refreshCount == 1)
+        let session = try JSONParser.parse(try await browser.api(h.baseURL + "/session", launch: launch).body)
+        let scope = try #require(session["scope"]?.stringValue)
+        #expect(Set(scope.split(separator: " ")) == Set(launchScope.split(separator: " ")), "\(scope)")
+        await h.sandbox.state.resetCounters()
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch).status == 403)
+        #expect(await h.sandbox.state.fhirRequests == 0)
+    }
+
     @Test("a refresh that narrows the scope narrows what the launch may read: /session says so, and an Observation search is 403 with no upstream call")
     func refreshNarrowsScope() async throws {
         let h = try await BFFHarness.start()
@@ -167,6 +189,21 @@ struct RefreshTests {
         // The read reached the EHR (which refused it): it is in the audit trail.
         await h.bff.services.audit.flush()
         #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [401])
+    }
+
+    @Test("invalid_grant in the body of a status that is no OAuth error response (302, 403) is not the EHR refusing the grant: 503, the session kept",
+          arguments: [302, 403])
+    func invalidGrantBodyOtherStatus(status: Int) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.expireAccessTokens()
+        await h.sandbox.state.setTokenEndpointStatus(status, error: "invalid_grant")
+        let page = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
+        #expect(page.status == 503, "\(page.status): \(page.text)")
+        await h.sandbox.state.setTokenEndpointStatus(nil)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200, "the session lives on")
     }
 
     @Test("invalid_grant with reads waiting on two instances: the EHR is asked once, every read is 401, the session is gone")

@@ -8,6 +8,29 @@ import Testing
 struct ScopeCheckTests {
     static let laboratory = "patient/Observation.rs?category=http://terminology.hl7.org/CodeSystem/observation-category|laboratory"
 
+    @Test("a refresh's scope is kept only within the launch's: the same or less, never more, however the EHR writes it (RFC 6749 §6)",
+          arguments: [
+              // The same, and the same written as a wildcard: the launch's scopes.
+              ("openid patient/Patient.rs patient/Observation.rs", "openid patient/Patient.rs patient/Observation.rs"),
+              ("openid patient/*.rs", "openid patient/Patient.rs patient/Observation.rs"),
+              // Narrower: what is left.
+              ("openid patient/Patient.rs", "openid patient/Patient.rs"),
+              ("patient/Observation.r", "patient/Observation.r"),
+              ("patient/Observation.rs?category=laboratory", "patient/Observation.rs?category=laboratory"),
+              // Wider: nothing beyond the launch's.
+              ("openid launch patient/*.rs user/*.cruds system/Condition.read", "openid patient/Patient.rs patient/Observation.rs"),
+              ("patient/Condition.rs offline_access", ""),
+          ])
+    func refreshScopeNarrowed(granted: String, kept: String) {
+        #expect(SMARTScopes.narrowed(granted, within: "openid patient/Patient.rs patient/Observation.rs") == kept)
+    }
+
+    @Test("a restricted launch scope stays restricted when the refresh answers without the restriction")
+    func refreshKeepsRestriction() {
+        #expect(SMARTScopes.narrowed("patient/Observation.rs", within: ScopeCheckTests.laboratory) == ScopeCheckTests.laboratory)
+        #expect(SMARTScopes.narrowed("patient/*.read", within: "patient/Observation.r") == "patient/Observation.r")
+    }
+
     @Test("type history needs search with no restriction: a restricted grant is refused even with the category in the query")
     func typeHistory() {
         let restricted = SMARTScopes(ScopeCheckTests.laboratory)

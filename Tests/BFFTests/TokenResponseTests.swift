@@ -29,6 +29,26 @@ struct TokenResponseTests {
         #expect(try !TokenResponse.parse(bytes(#"{"access_token":"at","token_type":"Bearer","intent":"ab"}"#)).holdsNUL)
     }
 
+    @Test("an access token that is no RFC 6750 b64token (space, control character, non-ASCII, = inside, over 16 KiB) is refused",
+          arguments: [#""abc def1234567890""#, #""abc\tdef""#, #""abc\r\nX-Injected: yes""#, #""abcé✓""#, #""ab=cd""#, #""===""#,
+                      "\"" + String(repeating: "a", count: 16_385) + "\""])
+    func accessTokenForm(token: String) {
+        #expect(throws: SMARTError.self) { try TokenResponse.parse(Array(#"{"access_token":\#(token),"token_type":"Bearer"}"#.utf8)) }
+    }
+
+    @Test("b64token access tokens are taken: base64, base64url, a JWT, = padding, 16 KiB")
+    func accessTokenAccepted() throws {
+        for token in ["AT0001+ab/cd+ef/gh==", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-_~", String(repeating: "a", count: 16_384)] {
+            #expect(try TokenResponse.parse(Array(#"{"access_token":"\#(token)","token_type":"Bearer"}"#.utf8)).accessToken == token)
+        }
+    }
+
+    @Test("an empty refresh_token is none: sent back, it could only be refused")
+    func emptyRefreshToken() throws {
+        #expect(try TokenResponse.parse(Array(#"{"access_token":"at","token_type":"Bearer","refresh_token":""}"#.utf8)).refreshToken == nil)
+        #expect(try TokenResponse.parse(Array(#"{"access_token":"at","token_type":"Bearer","refresh_token":"rt"}"#.utf8)).refreshToken == "rt")
+    }
+
     @Test("no expires_in: the token's life is unknown")
     func noExpiresIn() throws {
         #expect(try TokenResponse.parse(Array(#"{"access_token":"at","token_type":"bearer"}"#.utf8)).expiresIn == nil)

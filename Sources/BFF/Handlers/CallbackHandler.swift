@@ -93,7 +93,7 @@ struct CallbackHandler: Sendable {
         // whatever the EHR's `scope` says. Were the granted scope to decide, a response that
         // leaves out `openid` and the token would start a session with no identity checked
         // and the nonce never compared. A token sent unasked is validated all the same.
-        let scope = tokens.scope ?? (pending.launch == nil ? registration.standaloneScope : registration.scope)
+        let scope = CallbackHandler.grantedScope(tokens, pending: pending, registration: registration)
         let required = pending.nonce != nil || AuthorizationRequest.hasScope(scope, "openid")
         guard required || tokens.idToken != nil else { return nil }
         guard let idToken = tokens.idToken else {
@@ -131,7 +131,8 @@ struct CallbackHandler: Sendable {
         let launchID = Identifier.make()
         let fhirUser = identity?.fhirUser
         let launch = LaunchRecord(idHash: Identifier.hash(launchID), iss: registration.iss, sub: identity?.subject ?? "",
-                                  fhirUser: fhirUser, scope: tokens.scope ?? "", patient: tokens.patient,
+                                  fhirUser: fhirUser, scope: CallbackHandler.grantedScope(tokens, pending: pending, registration: registration),
+                                  patient: tokens.patient,
                                   contextJSON: CallbackHandler.context(tokens, fhirUser: fhirUser).serialized(), createdAt: now)
         let tokenSet = TokenSet(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
                                 accessTokenExpiresAt: tokens.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
@@ -173,6 +174,12 @@ struct CallbackHandler: Sendable {
         response.headers.add("Set-Cookie", services.cookie.set(id))
         response.headers.add("Set-Cookie", services.loginCookie.expire(state))
         return response
+    }
+
+    /// The scope the tokens carry: the answer's, or, when it names none, the one asked for
+    /// (RFC 6749 §5.1).
+    static func grantedScope(_ tokens: TokenResponse, pending: PendingAuthorization, registration: IssuerRegistration) -> String {
+        tokens.scope ?? (pending.launch == nil ? registration.standaloneScope : registration.scope)
     }
 
     /// The SMART launch context a front end may see (never a token).

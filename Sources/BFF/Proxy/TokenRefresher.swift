@@ -173,10 +173,11 @@ actor TokenRefresher {
                         }
                         services.metrics.recordRefresh("ok")
                         let next = TokenRefresher.tokens(from: response, replacing: locked, now: services.now())
-                        answer.keep(next, scope: response.scope)
                         // The scope the EHR says the new tokens carry is what the scope check
-                        // goes by from now on: a refresh may narrow it (RFC 6749 §6).
-                        return (.replace(next, scope: response.scope), .tokens(next))
+                        // goes by from now on: a refresh may narrow it, never widen it (RFC 6749 §6).
+                        let scope = response.scope.map { SMARTScopes.narrowed($0, within: launch.scope) }
+                        answer.keep(next, scope: scope)
+                        return (.replace(next, scope: scope), .tokens(next))
                     } catch let error as SMARTError where error.kind == .invalidGrant {
                         return (.discard, .grantGone)
                     }
@@ -257,10 +258,12 @@ actor TokenRefresher {
         }
     }
 
-    /// The tokens of the EHR's `response`, keeping those of `old` it did not replace.
+    /// The tokens of the EHR's `response`, keeping those of `old` it did not replace. An ID
+    /// token in a refresh's answer is not kept: the sign-in's was validated, this one is not,
+    /// and nothing after the sign-in reads one.
     private static func tokens(from response: TokenResponse, replacing old: TokenSet, now: Date) -> TokenSet {
         TokenSet(accessToken: response.accessToken, refreshToken: response.refreshToken ?? old.refreshToken,
-                 idToken: response.idToken ?? old.idToken,
+                 idToken: old.idToken,
                  accessTokenExpiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
                  responseJSON: response.raw.serialized(), version: old.version + 1)
     }
