@@ -37,9 +37,10 @@ public final class TLSTestServer: Sendable {
     public var serverNames: [String] { names.withLock { $0 } }
 
     /// Listens with `identity`'s certificate and key; connections wait for `forward(to:)`.
-    public init(identity: TestCertificates.Identity) throws {
+    /// With `tls12Ciphers`, it speaks TLS 1.2 at most, with only those cipher suites.
+    public init(identity: TestCertificates.Identity, tls12Ciphers: String? = nil) throws {
         signal(SIGPIPE, SIG_IGN)
-        context = Mutex(try SSLContext(identity: identity))
+        context = Mutex(try SSLContext(identity: identity, tls12Ciphers: tls12Ciphers))
         listener = try ThreadedListener()
         listener.start { [self] client in serve(client) }
     }
@@ -126,9 +127,14 @@ private final class SSLContext: @unchecked Sendable {
         var description: String { "TLS test server: \(step) failed" }
     }
 
-    init(identity: TestCertificates.Identity) throws {
+    init(identity: TestCertificates.Identity, tls12Ciphers: String? = nil) throws {
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw SetupError(step: "SSL_CTX_new") }
         pointer = context
+        if let tls12Ciphers {
+            guard bff_ssl_ctx_set_max_tls12(context) == 1, SSL_CTX_set_cipher_list(context, tls12Ciphers) == 1 else {
+                throw SetupError(step: "limiting the cipher suites")
+            }
+        }
         guard let certificate = Self.read(identity.certificatePEM, { PEM_read_bio_X509($0, nil, nil, nil) }) else {
             throw SetupError(step: "reading the certificate")
         }

@@ -31,6 +31,8 @@ static inline void bff_ssl_ctx_offer_h2(SSL_CTX *ctx) { SSL_CTX_set_alpn_select_
 
 /* Macros in OpenSSL's headers, which Swift cannot call. */
 static inline int bff_ssl_ctx_set_min_tls12(SSL_CTX *ctx) { return (int)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); }
+/* At most TLS 1.2 (test servers that offer only TLS 1.2 cipher suites). */
+static inline int bff_ssl_ctx_set_max_tls12(SSL_CTX *ctx) { return (int)SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION); }
 /* SSL_write may write part of a buffer, and be called again with the rest from another
    address (Swift arrays move). */
 static inline void bff_ssl_ctx_set_write_modes(SSL_CTX *ctx) {

@@ -280,4 +280,16 @@ extension ConfigurationAndPolicyTests {
             #expect(BFFConfiguration.warnings([:], publicURL: local).isEmpty, "\(local)")
         }
     }
+
+    @Test("a CA file that holds revocation lists (not checked) or a private key (not read) is warned about at start; one of certificates only is not")
+    func caFileWarnings() {
+        let certificate = TestCertificates.caPEM
+        let env = ["BFF_TLS_CA_FILE": "/ca.pem"]
+        func warnings(_ pem: String) -> [String] { BFFConfiguration.warnings(env, publicURL: "https://bff.example.org", readFile: { _ in Array(pem.utf8) }) }
+        #expect(warnings(certificate).isEmpty)
+        let crl = warnings(certificate + "-----BEGIN X509 CRL-----\nMIIB\n-----END X509 CRL-----\n")
+        #expect(crl.count == 1 && crl[0].contains("revocation"), "\(crl)")
+        let key = warnings("-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n" + certificate)
+        #expect(key.count == 1 && key[0].contains("private key"), "\(key)")
+    }
 }

@@ -142,6 +142,19 @@ struct HTTPClientTLSTests {
         #expect(backend.connectionCount == 2)
     }
 
+    @Test("over TLS 1.2, only suites with forward secrecy and AEAD: a server offering static-RSA key exchange or CBC with SHA-1 alone is refused")
+    func tls12CipherSuites() async throws {
+        let backend = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" }
+        let weak = try TLSTestServer(identity: TestCertificates.localhost, tls12Ciphers: "AES128-SHA:AES256-GCM-SHA384:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA")
+        weak.forward(to: backend.port)
+        let client = try Self.clientTrustingTestCA()
+        await #expect(throws: HTTPClientError.self) { try await client.execute(HTTPClientRequest(url: "https://localhost:\(weak.port)/")) }
+        #expect(backend.connectionCount == 0)
+        let strong = try TLSTestServer(identity: TestCertificates.localhost, tls12Ciphers: "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES128-GCM-SHA256")
+        strong.forward(to: backend.port)
+        #expect(try await client.execute(HTTPClientRequest(url: "https://localhost:\(strong.port)/")).status == 200)
+    }
+
     @Test("HTTP/1.1 even to a server that offers HTTP/2, as most EHR front doors do")
     func http11EvenWhenHTTP2IsOffered() async throws {
         let upstream = try Upstream(TestCertificates.localhost) // ALPN: h2 preferred, http/1.1 too

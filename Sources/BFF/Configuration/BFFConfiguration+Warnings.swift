@@ -14,9 +14,11 @@ extension BFFConfiguration {
     /// What start-up should warn about, one line each: `BFF_` variables smart-bff does not
     /// read (a misspelt `BFF_AUDIT_RETENTION_DAYS` would otherwise leave the default in
     /// force, silently), and a public URL that browsers reach over plain http from another
-    /// host (the session cookie then lacks `Secure`). Not refused: an orchestrator may set
+    /// host (the session cookie then lacks `Secure`), and a `BFF_TLS_CA_FILE` holding more
+    /// than certificates (see `caFileWarnings`). Not refused: an orchestrator may set
     /// `BFF_`-named variables of its own (Kubernetes does, for a Service named bff).
-    public static func warnings(_ env: [String: String] = ProcessInfo.processInfo.environment, publicURL: String) -> [String] {
+    public static func warnings(_ env: [String: String] = ProcessInfo.processInfo.environment, publicURL: String,
+                                readFile: (String) throws -> [UInt8] = { try Array(Data(contentsOf: URL(fileURLWithPath: $0))) }) -> [String] {
         var lines: [String] = []
         for name in env.keys.sorted() where name.hasPrefix("BFF_") && !knownVariables.contains(name) {
             let hint = closestKnownVariable(to: name).map { "; did you mean \($0)?" } ?? ""
@@ -25,6 +27,22 @@ extension BFFConfiguration {
         if let url = URLComponents(string: publicURL), url.scheme?.lowercased() == "http", let host = url.host,
            !URLPolicy.isLoopback(host) {
             lines.append("BFF_PUBLIC_URL is http on \(host): browsers send the session cookie in cleartext, and it cannot be Secure")
+        }
+        if let caFile = env["BFF_TLS_CA_FILE"], let pem = try? readFile(caFile) { lines += caFileWarnings(pem) }
+        return lines
+    }
+
+    /// What a CA file holds besides certificates: revocation lists, which are not checked
+    /// (neither CRLs nor OCSP: an operator who put them there expects otherwise), and private
+    /// keys, which do not belong in a trust file and are not read.
+    static func caFileWarnings(_ pem: [UInt8]) -> [String] {
+        let text = String(decoding: pem, as: UTF8.self)
+        var lines: [String] = []
+        if text.contains("-----BEGIN X509 CRL-----") {
+            lines.append("BFF_TLS_CA_FILE holds certificate revocation lists, which are not read: EHR certificates are not checked for revocation (CRL or OCSP)")
+        }
+        if text.contains("PRIVATE KEY-----") {
+            lines.append("BFF_TLS_CA_FILE holds a private key, which is not read and does not belong in a trust file: keep it elsewhere")
         }
         return lines
     }

@@ -46,12 +46,23 @@ final class TLSContext: @unchecked Sendable {
         if case let .success(pointer) = context { SSL_CTX_free(pointer) }
     }
 
+    /// TLS 1.2's cipher suites: forward secrecy (ECDHE, DHE) and AEAD only, Mozilla's
+    /// "intermediate" list. OpenSSL's default would also take static-RSA key exchange and
+    /// CBC with SHA-1, which a server (or one in the middle) could choose. TLS 1.3's suites
+    /// are all of that kind and stay OpenSSL's.
+    static let tls12Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+        + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+        + "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
+
     private static func make(verify: Bool, caCertificatesFile: String?) -> Result<OpaquePointer, HTTPClientError> {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else { return .failure(.tls("SSL_CTX_new failed: \(openSSLErrors())")) }
         var ready = false
         defer { if !ready { SSL_CTX_free(context) } }
         guard bff_ssl_ctx_set_min_tls12(context) == 1 else { return .failure(.tls("cannot require TLS 1.2: \(openSSLErrors())")) }
+        guard SSL_CTX_set_cipher_list(context, TLSContext.tls12Ciphers) == 1 else {
+            return .failure(.tls("cannot set the TLS 1.2 cipher suites: \(openSSLErrors())"))
+        }
         bff_ssl_ctx_set_write_modes(context)
         bff_ssl_ctx_set_read_ahead(context)
         bff_ssl_ctx_refuse_renegotiation(context)
