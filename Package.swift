@@ -10,7 +10,13 @@
 // (the ecosystem's logging API). Everything else is our own code over libc, libpq and OpenSSL.
 import PackageDescription
 
-let swiftSettings: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+// Release builds optimize across modules: the hot path crosses HTTPCore, HTTPClient and BFF,
+// and small functions of one (a byte-set test, a header lookup) were calls from another.
+// Measured in four A/B runs of Benchmarks/fhir-proxy.sh: 2.6–5.6% less CPU per read.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
+]
 
 let package = Package(
     name: "smart-bff",
