@@ -18,4 +18,10 @@ public struct PKCE: Sendable {
     public static func challenge(for verifier: String) -> String {
         Base64URL.encode(SHA256.hash(Array(verifier.utf8)))
     }
+
+    /// Whether `byte` may be in a verifier: RFC 3986's unreserved characters (RFC 7636 §4.1).
+    public static func isUnreserved(_ byte: UInt8) -> Bool {
+        (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+    }
 }

@@ -117,6 +117,18 @@ struct MobileAndClientAuthTests {
         #expect(try await exchange(h, browser, code: code, verifier: verifier).status == 400)
     }
 
+    @Test("hand-off: a verifier with characters RFC 7636 does not allow (base64's + / =, a space) is refused even when its hash is the challenge, and burns the code")
+    func verifierCharacters() async throws {
+        let h = try await BFFHarness.start(returnOrigins: ["myapp:"])
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        for verifier in ["ab+cd/ef==" + String(repeating: "x", count: 40), String(repeating: "a b", count: 15)] {
+            let code = try await handoffLogin(h, browser, verifier: verifier)
+            let refused = try await exchange(h, browser, code: code, verifier: verifier)
+            #expect(refused.status == 400 && refused.text.contains("invalid-handoff"), "\(verifier): \(refused.text)")
+        }
+    }
+
     @Test("hand-off: a scheme off the allow-list, or a custom scheme without a challenge, is refused")
     func schemeOffList() async throws {
         let h = try await BFFHarness.start(returnOrigins: ["myapp:"])

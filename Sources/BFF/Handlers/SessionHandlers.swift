@@ -92,9 +92,10 @@ struct SessionHandlers: Sendable {
         guard let (sessionHash, challenge) = try await services.store.consumeHandoff(code: code, now: services.now()) else {
             throw Problems.badRequest("Unknown, expired or already used hand-off code.", type: "invalid-handoff")
         }
-        // Checked only now that the code is used up: a verifier of the wrong length is a wrong
-        // verifier too, and burns the code. The length goes first, so no more than 128 bytes are hashed.
-        guard (43...128).contains(verifier.utf8.count),
+        // Checked only now that the code is used up: a verifier of the wrong length, or with a
+        // character RFC 7636 §4.1 does not allow, is a wrong verifier too, and burns the code.
+        // The length goes first, so no more than 128 bytes are hashed.
+        guard (43...128).contains(verifier.utf8.count), verifier.utf8.allSatisfy(PKCE.isUnreserved),
               constantTimeEquals(Array(PKCE.challenge(for: verifier).utf8), Array(challenge.utf8)) else {
             // The session ends, and its tokens are revoked as at logout: whoever holds the
             // code without its verifier may have seen the sign-in.
