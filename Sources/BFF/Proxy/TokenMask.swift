@@ -41,11 +41,11 @@ struct TokenMask {
     /// byte outside RFC 3986's unreserved set percent-encoded (upper- or lower-case hex), or
     /// each but `/` (and then maybe JSON-escaped too).
     static func otherSpellings(of token: String) -> [[UInt8]] {
-        let raw = Array(token.utf8)
         func unreserved(_ b: UInt8) -> Bool {
             (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E
         }
-        guard !raw.allSatisfy(unreserved) else { return [] }
+        guard !token.utf8.allSatisfy(unreserved) else { return [] } // every read: no allocation
+        let raw = Array(token.utf8)
         func percentEncoded(hex: String, keepingSlashes: Bool) -> [UInt8] {
             raw.flatMap { b -> [UInt8] in
                 unreserved(b) || (keepingSlashes && b == UInt8(ascii: "/")) ? [b] : [UInt8(ascii: "%")] + Array(String(format: hex, b).utf8)

@@ -42,7 +42,9 @@ public struct ResponseFields: Sendable, RandomAccessCollection {
         return name.withUTF8 { wanted in
             bytes.withUnsafeBufferPointer { all in
                 for span in spans where ResponseFields.equalsIgnoringASCIICase(all[span.name], wanted) {
-                    return String(validating: all[span.value], as: UTF8.self)
+                    // Decoding replaces what is not UTF-8 (U+FFFD, other bytes): then it differs.
+                    let value = String(decoding: all[span.value], as: UTF8.self)
+                    return value.utf8.elementsEqual(all[span.value]) ? value : nil
                 }
                 return nil
             }
