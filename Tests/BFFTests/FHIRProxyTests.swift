@@ -41,6 +41,9 @@ struct FHIRProxyTests {
         #expect(missing.status == 404 && outcome["resourceType"]?.stringValue == "OperationOutcome")
         #expect(missing.header("Content-Security-Policy") == "default-src 'none'; sandbox")
         #expect(try await browser.api("POST", h.baseURL + "/fhir/Patient", launch: launch).status == 405)
+        // Counted under the route whose methods it lacks, not as an unknown path.
+        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        #expect(metrics.contains("bff_http_requests_total{route=\"/fhir/*\",status=\"405\"} 1"), "\(metrics)")
     }
 
     @Test("paging through next links returns every Observation once: links under the type, and HAPI FHIR's under the base itself",

@@ -63,7 +63,7 @@ struct RouterTests {
 
     @Test("a known path with another method is methodNotAllowed, listing the methods (HEAD with GET)")
     func methodNotAllowed() {
-        guard case let .methodNotAllowed(allowed) = Self.router.match(method: "PUT", path: "/items/1") else {
+        guard case let .methodNotAllowed(allowed, _) = Self.router.match(method: "PUT", path: "/items/1") else {
             Issue.record("expected methodNotAllowed"); return
         }
         #expect(allowed == ["DELETE", "GET", "HEAD"])

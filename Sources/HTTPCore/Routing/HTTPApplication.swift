@@ -47,7 +47,8 @@ public final class HTTPApplication: Sendable {
         switch router.match(method: request.method, path: request.path) {
         case .notFound:
             return .ready(finish(request, HTTPError(.notFound, detail: "No such endpoint.").response))
-        case let .methodNotAllowed(allowed):
+        case let .methodNotAllowed(allowed, pattern):
+            request.route = pattern // counted and logged under the route whose methods it lacks
             let error = HTTPError(.methodNotAllowed, detail: "Allowed: \(allowed.joined(separator: ", ")).",
                                   headers: ["Allow": allowed.joined(separator: ", ")])
             return .ready(finish(request, error.response))

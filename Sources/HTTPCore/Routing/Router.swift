@@ -46,7 +46,8 @@ public struct Router: Sendable {
     /// The result of looking up a request.
     public enum Match: Sendable {
         case found(handler: RouteHandler, pattern: String, parameters: [String: String])
-        case methodNotAllowed(allowed: [String])
+        /// The path is a route's (the first one's `pattern`), with other methods.
+        case methodNotAllowed(allowed: [String], pattern: String)
         case notFound
     }
 
@@ -109,6 +110,7 @@ public struct Router: Sendable {
         }
         var parts: ArraySlice<Substring>? // split only when a route needs it
         var allowed: [String] = []
+        var matchedPattern: String?
         for route in routes {
             let bound: [String: String]?
             if route.isLiteral {
@@ -127,8 +129,10 @@ public struct Router: Sendable {
             }
             allowed.append(route.method)
             if route.method == "GET" { allowed.append("HEAD") }
+            if matchedPattern == nil { matchedPattern = route.pattern }
         }
-        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: Array(Set(allowed)).sorted())
+        guard let matchedPattern else { return .notFound }
+        return .methodNotAllowed(allowed: Array(Set(allowed)).sorted(), pattern: matchedPattern)
     }
 
     /// `bind` for a route of literal segments then `*`: the same result from a prefix test.
