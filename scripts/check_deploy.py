@@ -28,9 +28,21 @@ for path, text in texts.items():
     for name in set(re.findall(r"\b((?:BFF_[A-Z_]+)|DATABASE_URL)\b", text)):
         if name not in known:
             problems.append(f"{path}: {name} is not a configuration variable")
-    for cmd in re.findall(r'(?:args|command): \["([a-z]+)"', text) + re.findall(r"smart-bff (serve|migrate|demo|sandbox|audit)\b", text):
+    for cmd in re.findall(r"smart-bff (serve|migrate|demo|sandbox|audit)\b", text):
         if cmd not in subcommands:
             problems.append(f"{path}: unknown subcommand {cmd}")
+# The subcommands the image runs: compose services built from the Dockerfile, and the
+# Kubernetes containers of the smart-bff image (other commands, postgres or a preStop
+# sleep, are not smart-bff's).
+compose = yaml.safe_load(texts[root / "deploy/compose.yaml"])
+for name, service in compose.get("services", {}).items():
+    if "build" in service and service.get("command", ["serve"])[0] not in subcommands:
+        problems.append(f"deploy/compose.yaml: service {name} runs unknown subcommand {service['command'][0]}")
+for doc in yaml.safe_load_all(texts[root / "deploy/kubernetes/smart-bff.yaml"]):
+    template = (doc or {}).get("spec", {}).get("template", {}).get("spec", {})
+    for c in template.get("containers", []):
+        if "smart-bff" in c.get("image", "") and c.get("args", ["serve"])[0] not in subcommands:
+            problems.append(f"kubernetes: container {c['name']} runs unknown subcommand {c['args'][0]}")
 
 k8s = list(yaml.safe_load_all((root / "deploy/kubernetes/smart-bff.yaml").read_text()))
 kinds = {d["kind"] for d in k8s if d}
@@ -65,6 +77,13 @@ if grace <= deadline:
     problems.append(f"kubernetes: terminationGracePeriodSeconds {grace} does not exceed the {deadline} s shutdown deadline")
 if container["readinessProbe"].get("timeoutSeconds", 1) < 2:
     problems.append("kubernetes: the readiness probe's timeout is under 2 s")
+# `serve` listens only once migrations are applied: liveness must wait for a startup probe,
+# or a long migration is killed and begun again, over and over.
+if container.get("startupProbe", {}).get("httpGet", {}).get("path") != "/healthz":
+    problems.append("kubernetes: the Deployment needs a startupProbe on /healthz (liveness would kill a pod migrating)")
+pod = next(d for d in k8s if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]
+if pod.get("securityContext", {}).get("seccompProfile", {}).get("type") != "RuntimeDefault":
+    problems.append("kubernetes: the pod needs seccompProfile RuntimeDefault (Pod Security 'restricted')")
 
 if problems:
     sys.exit("\n".join(problems))

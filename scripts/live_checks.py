@@ -49,12 +49,27 @@ with tempfile.TemporaryDirectory() as tmp:
     # A setting that names what cannot be used stops the start with exit 78 and one line
     # naming the variable, for the demo as for serve (the contract's rule).
     for command, extra in ((["serve"], {"BFF_OPENAPI_FILE": "/nonexistent/openapi.yaml"}),
+                           (["serve"], {"BFF_MIGRATIONS_DIR": "/nonexistent"}), (["migrate"], {"BFF_MIGRATIONS_DIR": "/nonexistent"}),
                            (["demo", "--port", str(free_port()), "--sandbox-port", str(free_port())], {"BFF_OPENAPI_FILE": "/nonexistent/openapi.yaml"}),
                            (["demo", "--port", str(free_port()), "--sandbox-port", str(free_port())], {"BFF_LOG_LEVEL": "verbose"})):
         result = subprocess.run([str(root / ".build/debug/smart-bff")] + command, env=dict(start_env, **extra), capture_output=True, text=True, timeout=60)
         name = next(iter(extra))
         assert result.returncode == 78 and f"\n{name}: " in result.stderr, (command, extra, result.returncode, result.stderr)
-    print("start-up: BFF_OPENAPI_FILE that cannot be read, BFF_LOG_LEVEL unknown to the demo: exit 78, the variable named")
+    print("start-up: BFF_OPENAPI_FILE that cannot be read, BFF_MIGRATIONS_DIR without migrations, BFF_LOG_LEVEL unknown to the demo: exit 78, the variable named")
+    # As a container's PID 1 (no default signal actions there), a SIGTERM during start-up
+    # (the database not answering yet) ends the process at once.
+    if os.geteuid() == 0:
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8) # accepts into its backlog, never answers
+            env = dict(start_env, DATABASE_URL=f"postgresql://bff@127.0.0.1:{silent.getsockname()[1]}/bff?connect_timeout=30")
+            outer = subprocess.Popen(["unshare", "--pid", "--fork", str(root / ".build/debug/smart-bff"), "serve"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(2)
+            child = int(subprocess.run(["pgrep", "-P", str(outer.pid)], capture_output=True, text=True).stdout.split()[0])
+            os.kill(child, signal.SIGTERM)
+            assert outer.wait(timeout=5) == 128 + signal.SIGTERM, "SIGTERM during start-up was ignored as PID 1"
+        print("start-up: as PID 1, SIGTERM while the database does not answer ends the process at once")
 
 # A port out of range is refused, not wrapped to 16 bits (70000 bound port 4464).
 for command in (["sandbox", "--port", "70000"], ["demo", "--sandbox-port", "70000"], ["demo", "--port", "0"]):

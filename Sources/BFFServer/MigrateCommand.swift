@@ -11,10 +11,8 @@ struct MigrateCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("smart-bff: configuration error\nDATABASE_URL: required (a libpq connection string or URI)\n".utf8))
             throw ExitCode(78)
         }
-        guard let directory = Migrator.locateDirectory() else {
-            FileHandle.standardError.write(Data("smart-bff: BFF_MIGRATIONS_DIR: migrations/ not found (where it names, or else beside the executable or in the working directory)\n".utf8))
-            throw ExitCode(1)
-        }
+        if let problem = Resources.migrationsProblem() { throw Resources.configurationError([problem]) }
+        guard let directory = Migrator.locateDirectory() else { throw ExitCode(1) } // just found
         let pool = ConnectionPool(url: url)
         defer { pool.close() }
         let applied: [Int]

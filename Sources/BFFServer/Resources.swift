@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PostgresStore
 
 /// Files the executable serves that live in the repository (`openapi.yaml`).
 enum Resources {
@@ -11,6 +12,16 @@ enum Resources {
         guard let path = ProcessInfo.processInfo.environment["BFF_OPENAPI_FILE"],
               FileManager.default.contents(atPath: path) == nil else { return nil }
         return "BFF_OPENAPI_FILE: \(path) cannot be read"
+    }
+
+    /// Why the migrations cannot be found, or nil: `BFF_MIGRATIONS_DIR` names a folder
+    /// without them, or, unset, none is beside the executable or in the working directory.
+    static func migrationsProblem() -> String? {
+        guard Migrator.locateDirectory() == nil else { return nil }
+        if let dir = ProcessInfo.processInfo.environment["BFF_MIGRATIONS_DIR"] {
+            return "BFF_MIGRATIONS_DIR: \(dir) holds no migrations (0001_initial.sql)"
+        }
+        return "BFF_MIGRATIONS_DIR: unset, and no migrations/ beside the executable or in the working directory"
     }
 
     /// Ends the process as a configuration error (exit 78, EX_CONFIG), naming `problems`.

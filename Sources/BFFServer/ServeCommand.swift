@@ -11,10 +11,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration: BFFConfiguration
+        let fileProblems = [Resources.openAPIFileProblem(), Resources.migrationsProblem()].compactMap { $0 }
         do { configuration = try BFFConfiguration.fromEnvironment() } catch {
-            throw Resources.configurationError(error.problems + [Resources.openAPIFileProblem()].compactMap { $0 })
+            throw Resources.configurationError(error.problems + fileProblems)
         }
-        if let problem = Resources.openAPIFileProblem() { throw Resources.configurationError([problem]) }
+        if !fileProblems.isEmpty { throw Resources.configurationError(fileProblems) }
+        SignalHandling.exitOnTerminationUntilServing()
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
         if let warning = ConnectionString.transportWarning(configuration.databaseURL.value) { logger.warning("\(warning)") }

@@ -6,6 +6,16 @@ import Glibc
 /// Waits for SIGTERM, SIGINT or SIGHUP (a closed terminal), the signals that start a
 /// graceful shutdown: the demo's PostgreSQL is stopped and deleted, the audit trail written.
 enum SignalHandling {
+    /// Until `waitForTermination` takes over, SIGTERM, SIGINT and SIGHUP end the process at
+    /// once (status 128 + the signal): start-up (migrations waiting for their lock, say) has
+    /// nothing to finish. Without a handler, a process that is a container's PID 1 would
+    /// not get them at all (the kernel ignores default-action signals to a namespace's init).
+    static func exitOnTerminationUntilServing() {
+        for sig in [SIGTERM, SIGINT, SIGHUP] {
+            signal(sig) { received in _exit(128 + received) }
+        }
+    }
+
     static func waitForTermination() async {
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
