@@ -42,9 +42,12 @@ public struct ResponseFields: Sendable, RandomAccessCollection {
         return name.withUTF8 { wanted in
             bytes.withUnsafeBufferPointer { all in
                 for span in spans where ResponseFields.equalsIgnoringASCIICase(all[span.name], wanted) {
-                    // Decoding replaces what is not UTF-8 (U+FFFD, other bytes): then it differs.
-                    let value = String(decoding: all[span.value], as: UTF8.self)
-                    return value.utf8.elementsEqual(all[span.value]) ? value : nil
+                    let bytes = all[span.value]
+                    let value = String(decoding: bytes, as: UTF8.self)
+                    // Only a byte of 0x80 or more can be invalid; decoding replaces what is
+                    // not UTF-8 (U+FFFD, other bytes), and then the value differs.
+                    guard bytes.contains(where: { $0 >= 0x80 }) else { return value }
+                    return value.utf8.elementsEqual(bytes) ? value : nil
                 }
                 return nil
             }
