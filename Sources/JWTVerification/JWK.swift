@@ -17,8 +17,7 @@ public struct JWK: Sendable {
     /// Parses one JWK. Returns nil for keys that are not RS256 signing keys at all (another
     /// `kty`, `use` other than `sig`, `alg` other than RS256, `key_ops` without `verify`, a
     /// non-string `kid`, `n` or `e` missing or not strict base64url). Throws `.weakKey` for
-    /// RSA signing keys that fail the key policy, or whose `n` or `e` is not in the fewest
-    /// octets.
+    /// RSA signing keys that fail the key policy.
     public static func parseRSASigningKey(_ json: JSONValue) throws(JWTError) -> JWK? {
         guard isRSASigningKey(json) else { return nil }
         if let alg = json["alg"], alg.stringValue != "RS256" { return nil }
@@ -26,10 +25,10 @@ public struct JWK: Sendable {
         guard let nText = json["n"]?.stringValue, let eText = json["e"]?.stringValue,
               let n = Base64URL.decode(nText), let e = Base64URL.decode(eText) else { return nil }
         let kid = json["kid"]?.stringValue
-        // RFC 7518 §6.3.1: Base64urlUInt, in the fewest octets: no leading zero octet.
-        guard n.first != 0, e.first != 0 else { throw .weakKey("JWK n or e has a leading zero octet (RFC 7518 §2)", kid: kid) }
         if let violation = RSAKeyPolicy.violation(modulus: n, exponent: e) { throw .weakKey(violation, kid: kid) }
-        guard let key = try? RSAPublicKey(modulus: n, exponent: RSAKeyPolicy.exponent) else { return nil }
+        // A leading zero octet is not RFC 7518's fewest octets, but a common encoder's habit
+        // (Java's BigInteger.toByteArray before a modulus's top bit): the same key.
+        guard let key = try? RSAPublicKey(modulus: Array(n.drop { $0 == 0 }), exponent: RSAKeyPolicy.exponent) else { return nil }
         return JWK(keyID: kid, key: key)
     }
 

@@ -30,7 +30,7 @@ public struct TokenResponse: Sendable {
             throw SMARTError(.tokenEndpoint, "token response has no access_token")
         }
         guard isBearerToken(access) else {
-            throw SMARTError(.tokenEndpoint, "token response access_token is not a bearer token (RFC 6750 b64token, at most \(maxTokenLength) bytes)")
+            throw SMARTError(.tokenEndpoint, "token response access_token is not a bearer token (visible ASCII, at most \(maxTokenLength) bytes)")
         }
         guard let type = json["token_type"]?.stringValue, type.lowercased() == "bearer" else {
             throw SMARTError(.tokenEndpoint, "token response token_type is not Bearer")
@@ -49,19 +49,13 @@ public struct TokenResponse: Sendable {
     /// The longest access token taken (bytes): it goes in every read's `Authorization` field.
     public static let maxTokenLength = 16_384
 
-    /// Whether `token` can be sent as `Authorization: Bearer <token>`: RFC 6750 §2.1's
-    /// b64token (letters, digits, `-._~+/`, then `=` padding), of a sane length. Spaces,
-    /// control characters or non-ASCII would go upstream as they are, or fail every read.
+    /// Whether `token` can be sent as `Authorization: Bearer <token>`: visible ASCII (RFC
+    /// 6750's b64token is stricter, but a server that issues `{GUID}` or `a:b` tokens takes
+    /// them back), of a sane length. Spaces, control characters or non-ASCII would go upstream
+    /// as they are, or fail every read.
     static func isBearerToken(_ token: String) -> Bool {
         let bytes = token.utf8
-        guard bytes.count <= maxTokenLength else { return false }
-        let body = bytes.prefix { $0 != UInt8(ascii: "=") }
-        guard !body.isEmpty, bytes.dropFirst(body.count).allSatisfy({ $0 == UInt8(ascii: "=") }) else { return false }
-        return body.allSatisfy { b in
-            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39)
-                || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
-                || b == UInt8(ascii: "+") || b == UInt8(ascii: "/")
-        }
+        return bytes.count <= maxTokenLength && bytes.allSatisfy { $0 > 0x20 && $0 < 0x7F }
     }
 
     /// The longest `expires_in` taken at its word: one year. A session lives far shorter

@@ -188,16 +188,18 @@ struct KeySelectionTests {
         await f.expectRejected(try f.token(), .unknownKey)
     }
 
-    @Test("a kid that another JWKS entry carries too is ambiguous, even when that entry could not verify (1024-bit, RS384, an encryption key, an EC key)")
+    @Test("a kid that another RSA signing key carries too is ambiguous, even when that key could not verify (1024-bit, RS384); keys of another type or use may share it (RFC 7517 §4.5)")
     func duplicateKidUnusableCopy() async throws {
         let good = JWK.encode(TestKeys.issuerKey.publicKey, keyID: "k1")
-        let copies = [JWK.encode(try RSAPrivateKey.generate(bits: 1024).publicKey, keyID: "k1"),
-                      JWK.encode(TestKeys.rotatedKey.publicKey, keyID: "k1", algorithm: "RS384"),
-                      JWK.encode(TestKeys.rotatedKey.publicKey, keyID: "k1").setting("use", "enc"),
-                      JWK.encode(try P384PrivateKey.generate().publicKey, keyID: "k1")]
-        for copy in copies {
+        for copy in [JWK.encode(try RSAPrivateKey.generate(bits: 1024).publicKey, keyID: "k1"),
+                     JWK.encode(TestKeys.rotatedKey.publicKey, keyID: "k1", algorithm: "RS384")] {
             let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSet.document([good, copy]).bytes]))
             await f.expectRejected(try f.token(), .unknownKey)
+        }
+        for other in [JWK.encode(TestKeys.rotatedKey.publicKey, keyID: "k1").setting("use", "enc"),
+                      JWK.encode(try P384PrivateKey.generate().publicKey, keyID: "k1")] {
+            let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSet.document([good, other]).bytes]))
+            _ = try await f.validate(try f.token())
         }
     }
 
@@ -208,14 +210,13 @@ struct KeySelectionTests {
         await f.expectRejected(try f.token(header: ["alg": "RS256", "kid": "\u{212A}1"]), .unknownKey)
     }
 
-    @Test("a JWK whose n or e has a leading zero octet (not the fewest octets, RFC 7518) is unusable")
+    @Test("a JWK whose n or e has a leading zero octet (Java's BigInteger encoding, not RFC 7518's fewest octets) is the same key: it verifies")
     func nonMinimalIntegers() async throws {
         let key = TestKeys.issuerKey.publicKey
         for (member, bytes) in [("n", [0] + key.modulus), ("e", [0] + key.exponent)] {
             let jwk = JWK.encode(key, keyID: "k1").setting(member, .string(Base64URL.encode(bytes)))
-            #expect(throws: JWTError.self) { try JWK.parseRSASigningKey(jwk) }
             let f = IDTokenFixture(endpoint: JWKSEndpoint([JWKSet.document([jwk]).bytes]))
-            await f.expectRejected(try f.token(), .weakKey)
+            _ = try await f.validate(try f.token())
         }
     }
 
