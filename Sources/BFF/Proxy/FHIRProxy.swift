@@ -170,12 +170,11 @@ struct FHIRProxy: Sendable {
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
         }
         services.metrics.recordUpstream(seconds: (ContinuousClock.now - started).seconds)
+        services.upstreamFailures.answered(iss: iss, now: services.now())
         if FHIRProxy.isServerFailure(response.status) {
             // Passed through as it came, and counted: the operator sees which EHR is failing.
             services.metrics.recordUpstreamError("server_error")
-            services.upstreamFailures.failed(iss: iss, detail: "the EHR answered HTTP \(response.status)", now: services.now())
-        } else {
-            services.upstreamFailures.answered(iss: iss, now: services.now())
+            services.upstreamFailures.serverError(iss: iss, status: response.status, now: services.now())
         }
         if Task.isCancelled { // the browser went as the head came: nothing more is read
             response.body.cancel()

@@ -3,11 +3,12 @@ import HTTPClient
 import Logging
 import Synchronization
 
-/// Logs the FHIR proxy's failures at an EHR (no connection, TLS, timeout: no HTTP answer; or
-/// an answer saying the server failed, 5xx) per issuer without flooding the log: the first
-/// failure with its cause (the client's text, or the status), then at most one summary a
-/// minute while failures go on, and one line when a request gets an answer again.
-/// `bff_upstream_errors_total` counts every failure.
+/// Logs the FHIR proxy's failures to reach an EHR (no connection, TLS, timeout: no HTTP
+/// answer) per issuer without flooding the log: the first failure with its cause (the client's
+/// text), then at most one summary a minute while failures go on, and one line when a request
+/// gets an answer again. Answers saying the EHR's server failed (5xx) are logged apart, at most
+/// once a minute per issuer with their count: one resource that always fails, among reads
+/// that succeed, is no outage. `bff_upstream_errors_total` counts every failure.
 final class UpstreamFailureLog: Sendable {
     static let summaryInterval: TimeInterval = 60
 
@@ -19,6 +20,8 @@ final class UpstreamFailureLog: Sendable {
 
     private let logger: Logger
     private let outages = Mutex<[String: Outage]>([:])
+    /// Per issuer: when server errors were last logged, and how many came since.
+    private let serverErrors = Mutex<[String: (lastLogged: Date, since: Int)]>([:])
     /// Whether any issuer is in an outage: answered requests check this, not the lock.
     private let anyOutage = Atomic(false)
 
@@ -43,7 +46,29 @@ final class UpstreamFailureLog: Sendable {
                                                "upstream.failures": .stringConvertible(due.failures)])
     }
 
-    /// A request to `iss` got an HTTP answer other than a server failure.
+    /// A request to `iss` was answered with `status`, a server failure (5xx): logged when it
+    /// is the issuer's first, or a minute after the last line, with the count since.
+    func serverError(iss: String, status: Int, now: Date) {
+        let due: Int? = serverErrors.withLock { errors in
+            guard let last = errors[iss] else {
+                errors[iss] = (now, 0)
+                return 1
+            }
+            guard now.timeIntervalSince(last.lastLogged) >= Self.summaryInterval else {
+                errors[iss] = (last.lastLogged, last.since + 1)
+                return nil
+            }
+            errors[iss] = (now, 0)
+            return last.since + 1
+        }
+        guard let due else { return }
+        logger.warning("FHIR reads answered with server errors", metadata: [
+            "smart.iss": .string(iss), "error.detail": .string("the EHR answered HTTP \(status)"),
+            "upstream.failures": .stringConvertible(due),
+        ])
+    }
+
+    /// A request to `iss` got an HTTP answer.
     func answered(iss: String, now: @autoclosure () -> Date) {
         guard anyOutage.load(ordering: .acquiring) else { return }
         let now = now()
