@@ -30,12 +30,51 @@ public struct SMARTScopes: Sendable, Equatable {
         let search: Bool
         /// v2 query restrictions, e.g. ["category": "http://…|laboratory"].
         let restrictions: [String: String]
+    }
 
-        /// Whether everything `other` allows, this allows: its type or all, its interactions,
-        /// and no restriction `other` lacks.
-        func covers(_ other: Grant) -> Bool {
-            (resourceType == "*" || resourceType == other.resourceType) && (read || !other.read) && (search || !other.search)
-                && restrictions.allSatisfy { other.restrictions[$0.key] == $0.value }
+    /// A resource scope as written, for comparing grants (`narrowed`): its context
+    /// (`patient`, `user`, `system`), type, permissions as v2 letters (v1 `read` is `rs`,
+    /// `write` `cud`, `*` all five), and v2 restrictions.
+    struct WrittenScope: Equatable {
+        let context: String
+        let resourceType: String
+        let letters: Set<Character>
+        let restrictions: [String: String]
+
+        init?(_ scope: String) {
+            guard let slash = scope.firstIndex(of: "/") else { return nil }
+            context = String(scope[..<slash])
+            guard ["patient", "user", "system"].contains(context) else { return nil }
+            var rest = scope[scope.index(after: slash)...]
+            var restrictions: [String: String] = [:]
+            if let q = rest.firstIndex(of: "?") {
+                for pair in rest[rest.index(after: q)...].split(separator: "&") {
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    guard parts.count == 2, let name = PercentDecoding.decode(parts[0]), let value = PercentDecoding.decode(parts[1])
+                    else { return nil }
+                    restrictions[name] = value
+                }
+                rest = rest[..<q]
+            }
+            guard let dot = rest.lastIndex(of: "."), dot != rest.startIndex else { return nil }
+            resourceType = String(rest[..<dot])
+            let permission = String(rest[rest.index(after: dot)...])
+            switch permission {
+            case "read": letters = ["r", "s"]
+            case "write": letters = ["c", "u", "d"]
+            case "*": letters = ["c", "r", "u", "d", "s"]
+            default:
+                guard !permission.isEmpty, SMARTScopes.isOrderedSubset(permission, of: "cruds") else { return nil }
+                letters = Set(permission)
+            }
+            self.restrictions = restrictions
+        }
+
+        /// Whether everything this allows, `other` allows: the same context, its type or
+        /// all, no permission it lacks, every restriction it has.
+        func isWithin(_ other: WrittenScope) -> Bool {
+            context == other.context && (other.resourceType == "*" || other.resourceType == resourceType)
+                && letters.isSubset(of: other.letters) && other.restrictions.allSatisfy { restrictions[$0.key] == $0.value }
         }
     }
 
@@ -118,7 +157,8 @@ public struct SMARTScopes: Sendable, Equatable {
 
     /// The scopes of `granted` (a refresh's answer) that stay within `original` (the launch's):
     /// a refresh gives the same scope or less (RFC 6749 §6), never more. Each resource scope
-    /// of either string that the other's grants cover is kept, so an EHR that writes the same
+    /// of either string that one of the other's covers (same context, its type or all, no
+    /// permission more, every restriction) is kept, so an EHR that writes the same
     /// grant another way (`patient/*.rs` for the launch's types) keeps the launch's scopes,
     /// and one that answers more keeps no more; another scope (`openid`, `launch`, …) is kept
     /// when both hold it. In `granted`'s order, then `original`'s, each once: a narrower
@@ -126,13 +166,13 @@ public struct SMARTScopes: Sendable, Equatable {
     public static func narrowed(_ granted: String, within original: String) -> String {
         let originalScopes = original.split(separator: " ").map(String.init)
         let grantedScopes = granted.split(separator: " ").map(String.init)
-        let originalGrants = SMARTScopes(original).grants, grantedGrants = SMARTScopes(granted).grants
+        let originalWritten = originalScopes.compactMap(WrittenScope.init), grantedWritten = grantedScopes.compactMap(WrittenScope.init)
         var kept: [String] = []
         for scope in grantedScopes + originalScopes where !kept.contains(scope) {
             let within: Bool
-            if let grant = parse(scope) {
-                let other = originalScopes.contains(scope) ? grantedGrants : originalGrants
-                within = other.contains { $0.covers(grant) }
+            if let written = WrittenScope(scope) {
+                let other = originalScopes.contains(scope) ? grantedWritten : originalWritten
+                within = other.contains { written.isWithin($0) }
             } else {
                 within = originalScopes.contains(scope) && grantedScopes.contains(scope)
             }

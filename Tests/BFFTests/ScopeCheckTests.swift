@@ -20,6 +20,9 @@ struct ScopeCheckTests {
               // Wider: nothing beyond the launch's.
               ("openid launch patient/*.rs user/*.cruds system/Condition.read", "openid patient/Patient.rs patient/Observation.rs"),
               ("patient/Condition.rs offline_access", ""),
+              // Another context or more permissions are more, whatever the proxy enforces.
+              ("system/*.cruds user/*.rs patient/Patient.cruds", "patient/Patient.rs"),
+              ("patient/*.*", "patient/Patient.rs patient/Observation.rs"),
           ])
     func refreshScopeNarrowed(granted: String, kept: String) {
         #expect(SMARTScopes.narrowed(granted, within: "openid patient/Patient.rs patient/Observation.rs") == kept)
@@ -29,6 +32,10 @@ struct ScopeCheckTests {
     func refreshKeepsRestriction() {
         #expect(SMARTScopes.narrowed("patient/Observation.rs", within: ScopeCheckTests.laboratory) == ScopeCheckTests.laboratory)
         #expect(SMARTScopes.narrowed("patient/*.read", within: "patient/Observation.r") == "patient/Observation.r")
+        // The launch's default, a wildcard: a refresh's write and system scopes stay out.
+        #expect(SMARTScopes.narrowed("launch/patient openid fhirUser patient/*.rs user/*.cruds system/*.read offline_access",
+                                     within: "launch/patient openid fhirUser patient/*.rs offline_access")
+                    == "launch/patient openid fhirUser patient/*.rs offline_access")
     }
 
     @Test("type history needs search with no restriction: a restricted grant is refused even with the category in the query")

@@ -46,16 +46,18 @@ struct SessionHandlers: Sendable {
         }
         var ended: [(LaunchRecord, TokenSet)] = []
         defer { services.proxyCache.invalidate(sessionHash: resolved.session.idHash) }
-        var sessionEnds = request.headers["X-BFF-Launch"] == nil
-        if !sessionEnds, let launch = resolved.launch {
+        if request.headers["X-BFF-Launch"] != nil, let launch = resolved.launch {
             if let tokens = try await services.store.deleteLaunch(sessionID: resolved.sessionID, launchHash: launch.idHash) {
                 ended.append((launch, tokens))
             }
             // The session's last launch ended: so does the session, which holds nothing now.
-            sessionEnds = try await services.store.findLaunch(sessionID: resolved.sessionID, launchID: nil) == nil
-        }
-        if sessionEnds {
-            ended += try await services.store.deleteSession(id: resolved.sessionID)
+            // Its cookie is left alone: another tab's sign-in answered meanwhile may have set
+            // the browser's next one, which an expiry here would delete.
+            if try await services.store.findLaunch(sessionID: resolved.sessionID, launchID: nil) == nil {
+                ended += try await services.store.deleteSession(id: resolved.sessionID)
+            }
+        } else {
+            ended = try await services.store.deleteSession(id: resolved.sessionID)
             if resolver.authenticatesByCookie(request) { response.headers.add("Set-Cookie", services.cookie.expire) }
         }
         // At once, not after revocation, which waits on the EHR: meanwhile another tab's read
