@@ -134,9 +134,11 @@ public final class BFFRuntime: Sendable {
         await server.shutdown(gracePeriod: gracePeriod)
         sweeper.stop()
         async let refreshes: Void = refresher.drain(until: deadline)
+        async let revocations: Void = services.background.wait(until: deadline)
         // Whatever the HTTP drain took, a write under way gets a second to land.
         await services.audit.drain(until: max(deadline, ContinuousClock.now + .seconds(1)))
         await refreshes
+        await revocations
         services.audit.stop()
         let audit = services.audit.status
         if audit.pending > audit.unsettledEntries {

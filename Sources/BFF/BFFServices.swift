@@ -27,6 +27,8 @@ public final class BFFServices: Sendable {
     let proxyCache: ProxySessionCache
     /// The FHIR proxy's log of EHRs it cannot reach.
     let upstreamFailures: UpstreamFailureLog
+    /// Work that goes on after its request was answered (revocations), which shutdown lets finish.
+    let background = BackgroundTasks()
     public let readiness: Readiness
     /// `/metrics`' count of unexpired sessions, at most 5 s old (one query for a burst of scrapes).
     let activeSessions = RecentResult<Int?>(lifetime: .seconds(5))
@@ -54,7 +56,8 @@ public final class BFFServices: Sendable {
         }
         idTokens = IDTokenValidator(jwks: jwks, now: now)
         cookie = SessionCookie(secure: configuration.isSecure, sameSiteNone: configuration.cookieSameSite == .none)
-        loginCookie = LoginCookie(session: cookie, lifetime: Int(LaunchHandlers.pendingLifetime))
+        loginCookie = LoginCookie(session: cookie, lifetime: Int(LaunchHandlers.pendingLifetime),
+                                  keys: ([configuration.tokenKey.value] + configuration.tokenKeyFallbacks.value).map(LoginCookie.derivedKey))
         returnPolicy = ReturnToPolicy(publicURL: configuration.publicURL, allowed: configuration.returnOrigins)
         var registrations: [String: IssuerRegistration] = [:]
         var keys: [String: ClientSigningKey] = [:]

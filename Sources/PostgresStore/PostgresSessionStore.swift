@@ -65,85 +65,90 @@ public final class PostgresSessionStore: SessionStore {
                              now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)]) {
         let id = Identifier.make(), hash = Identifier.hash(id)
         let sealed = try sealTokens(tokens, launchHash: launch.idHash)
+        let bindings = signIn.map { ([$0.binding] + $0.otherBindings).map(Identifier.hash) } ?? []
         return try await pool.withTransaction { c in
-            var sibling: String?
-            if let signIn { sibling = try await self.siblingSession(of: signIn, now: now, on: c) }
+            let linked = try await self.linkedSession(bindings, now: now, on: c)
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []
-            if let sibling {
-                ended = try await self.takeOver(sibling, into: hash, sameUserAs: launch, now: now, on: c)
-            }
-            if let previous = previousSessionID.map(Identifier.hash), previous != sibling {
-                do {
-                    ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, now: now, on: c)
-                } catch is SessionReplacedMeanwhile where sibling != nil {
-                    // The sibling's sign-in replaced it, and its session is joined above.
-                }
+            for previous in [linked, previousSessionID.map(Identifier.hash)].compactMap({ $0 }) {
+                ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, now: now, on: c)
             }
             try await self.insertLaunch(launch, tokens: tokens, sealed: sealed, sessionHash: hash, on: c)
-            if let signIn {
-                _ = try await c.query("""
-                    INSERT INTO sign_in_sessions (state_hash, session_hash, created_at)
-                    VALUES (\(Identifier.hash(signIn.state)), \(hash), to_timestamp(\(now)))
-                    """)
-            }
+            try await self.link(bindings, to: hash, now: now, on: c)
             return (id, ended)
         }
     }
 
-    /// Advisory locks of this class are taken on sign-ins' states (`siblingSession`).
+    /// Advisory locks of this class are taken on sign-ins' bindings (`linkedSession`).
     static let signInLockClass = 0x4246_4653 // "BFFS"
 
-    /// The live session that one of the browser's other sign-ins started (the most recent),
-    /// if any. Holds, to the end of the transaction, a lock on each of the sign-ins' states,
-    /// taken in one order: of two overlapping callbacks that each see the other's state, the
-    /// second to lock finds the first's session stored.
-    private func siblingSession(of signIn: BrowserSignIn, now: Date, on c: PooledConnection) async throws -> String? {
-        let hashes = ([signIn.state] + signIn.otherStates).map(Identifier.hash)
-        let keys = Set(hashes.map { Int(Int32(bitPattern: UInt32($0.prefix(8), radix: 16) ?? 0)) }).sorted()
+    /// The session most recently recorded under any of `bindings` (a sign-in's own and those
+    /// of its browser's other sign-ins under way) in the last 10 minutes, if any. Holds, to the
+    /// end of the transaction, a lock on each binding, taken in one order: of two overlapping
+    /// callbacks that share a binding, the second to lock finds the first's session recorded.
+    private func linkedSession(_ bindings: [String], now: Date, on c: PooledConnection) async throws -> String? {
+        guard !bindings.isEmpty else { return nil }
+        let keys = Set(bindings.map { Int(Int32(bitPattern: UInt32($0.prefix(8), radix: 16) ?? 0)) }).sorted()
         for key in keys {
             _ = try await c.query("SELECT pg_advisory_xact_lock(\(Self.signInLockClass), \(key)::int4)")
         }
-        let others = hashes.dropFirst()
-        guard !others.isEmpty else { return nil }
         let rows = try await c.query("""
-            SELECT l.session_hash FROM sign_in_sessions l JOIN sessions s ON s.id_hash = l.session_hash
-            WHERE l.state_hash = ANY(string_to_array(\(others.joined(separator: ",")), ','))
-              AND l.created_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
-              AND s.expires_at > to_timestamp(\(now))
-            ORDER BY l.created_at DESC LIMIT 1
+            SELECT session_hash FROM sign_in_sessions
+            WHERE binding_hash = ANY(string_to_array(\(bindings.joined(separator: ",")), ','))
+              AND created_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
+            ORDER BY created_at DESC LIMIT 1
             """)
         return try rows.first?.string(0)
+    }
+
+    /// Records `session` under each of `bindings`, so that the browser's other sign-ins under
+    /// way, storing later, join it.
+    private func link(_ bindings: [String], to session: String, now: Date, on c: PooledConnection) async throws {
+        for binding in Set(bindings) {
+            _ = try await c.query("""
+                INSERT INTO sign_in_sessions (binding_hash, session_hash, created_at) VALUES (\(binding), \(session), to_timestamp(\(now)))
+                ON CONFLICT (binding_hash) DO UPDATE SET session_hash = excluded.session_hash, created_at = excluded.created_at
+                """)
+        }
     }
 
     /// How long a replaced session identifier is remembered (`retired_sessions`): as long as
     /// a sign-in's state lives, the longest a sign-in begun before the replacement can take.
     static let retiredSessionMemory: TimeInterval = 600
 
-    /// Moves the launches of the live session `previous` that have `launch`'s user into the
-    /// session `next`, then deletes `previous` with the rest and remembers it as replaced;
-    /// returns the rest with their tokens. The row lock makes a concurrent sign-in from the
-    /// same browser wait; it then finds `previous` replaced, and throws
-    /// `SessionReplacedMeanwhile`.
+    /// The live session `session` is now, locked: itself, or the one that took it over
+    /// (another tab's sign-in meanwhile), or that one's successor, …; nil when none is live.
+    private func liveSuccessor(of session: String, now: Date, on c: PooledConnection) async throws -> String? {
+        var current = session
+        for _ in 0..<4 {
+            let live = try await c.query("SELECT 1 FROM sessions WHERE id_hash = \(current) AND expires_at > to_timestamp(\(now)) FOR UPDATE")
+            if !live.isEmpty { return current }
+            let successor = try await c.query("""
+                SELECT successor_hash FROM retired_sessions
+                WHERE id_hash = \(current) AND retired_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
+                """)
+            guard let next = successor.first?[0] else { return nil }
+            current = next
+        }
+        return nil
+    }
+
+    /// Moves the launches of `previous` (or, when another sign-in replaced it, of the live
+    /// session that did) that have `launch`'s user into the session `next`, then deletes it
+    /// with the rest and remembers it as replaced by `next`; returns the rest with their
+    /// tokens. The row lock makes a concurrent sign-in from the same browser wait; it then
+    /// follows the replacement to `next`.
     private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, now: Date,
                           on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
-        let live = try await c.query("SELECT 1 FROM sessions WHERE id_hash = \(previous) AND expires_at > to_timestamp(\(now)) FOR UPDATE")
-        guard !live.isEmpty else {
-            let replaced = try await c.query("""
-                SELECT 1 FROM retired_sessions
-                WHERE id_hash = \(previous) AND retired_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
-                """)
-            if !replaced.isEmpty { throw SessionReplacedMeanwhile() }
-            return []
-        }
+        guard let live = try await liveSuccessor(of: previous, now: now, on: c), live != next else { return [] }
         _ = try await c.query("""
             UPDATE launches SET session_hash = \(next)
-            WHERE session_hash = \(previous) AND iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> ''
+            WHERE session_hash = \(live) AND iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> ''
             """)
-        let ended = try await deleteSession(hash: previous, on: c)
+        let ended = try await deleteSession(hash: live, on: c)
         _ = try await c.query("""
-            INSERT INTO retired_sessions (id_hash, retired_at) VALUES (\(previous), to_timestamp(\(now)))
-            ON CONFLICT (id_hash) DO UPDATE SET retired_at = excluded.retired_at
+            INSERT INTO retired_sessions (id_hash, retired_at, successor_hash) VALUES (\(live), to_timestamp(\(now)), \(next))
+            ON CONFLICT (id_hash) DO UPDATE SET retired_at = excluded.retired_at, successor_hash = excluded.successor_hash
             """)
         return ended
     }

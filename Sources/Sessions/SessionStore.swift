@@ -17,15 +17,15 @@ public protocol SessionStore: Sendable {
     /// Creates a session and returns its new identifier (≥ 128 bits from OpenSSL).
     func createSession(ttl: TimeInterval, now: Date) async throws -> String
     /// A sign-in, all or nothing: creates a session with a new identifier (no fixation),
-    /// moves into it the launches of the live session `previousSessionID` that have the same
-    /// user as `launch` (the same `iss` and the same non-empty `sub`: a launch without `sub`
-    /// never moves), deletes that session with its other launches, and adds `launch` with
-    /// its tokens. When it throws, nothing has changed: `previousSessionID` still works, with
-    /// all its launches. With `signIn` (a browser's), the live session that one of the
-    /// browser's other sign-ins (`signIn.otherStates`) started in the last 10 minutes is
-    /// replaced likewise, and this sign-in's session is remembered for the others; those of
-    /// one browser are serialized. Throws `SessionReplacedMeanwhile` when another sign-in
-    /// replaced `previousSessionID` in the last 10 minutes, unless one of those others did.
+    /// moves into it the launches of the session `previousSessionID` that have the same user
+    /// as `launch` (the same `iss` and the same non-empty `sub`: a launch without `sub` never
+    /// moves), deletes that session with its other launches, and adds `launch` with its
+    /// tokens. A `previousSessionID` that another sign-in replaced in the last 10 minutes
+    /// stands for the live session that replaced it. With `signIn` (a browser's), the session
+    /// recorded in the last 10 minutes under any of its bindings (one of the browser's other
+    /// sign-ins, storing first) is taken over likewise, and the new session is recorded under
+    /// them all; sign-ins that share a binding are serialized. When it throws, nothing has
+    /// changed: `previousSessionID` still works, with all its launches.
     /// - Returns: the new session's identifier, and the launches that ended with their
     ///   tokens (for revocation).
     func startSession(with launch: LaunchRecord, tokens: TokenSet, replacing previousSessionID: String?, signIn: BrowserSignIn?,

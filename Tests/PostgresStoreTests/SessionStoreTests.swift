@@ -300,22 +300,26 @@ struct SessionStoreTests {
         #expect(try await db.store.auditEntries(since: nil).count == 1)
     }
 
-    @Test("a session a sign-in replaced refuses another sign-in's takeover for 10 minutes; then the sweeper forgets it")
+    @Test("a sign-in that carries a session identifier another sign-in replaced joins the session that replaced it, for 10 minutes; then the sweeper forgets the replacement")
     func replacedSession() async throws {
         let db = try await TestDatabase.make()
-        let (_, first) = launch("p1")
+        let (firstID, first) = launch("p1")
         let old = try await db.store.startSession(with: first, tokens: tokens(), replacing: nil, ttl: 3600, now: now).sessionID
-        let (_, second) = launch("p2")
-        _ = try await db.store.startSession(with: second, tokens: tokens(), replacing: old, ttl: 3600, now: now)
-        let (_, third) = launch("p3")
-        await #expect(throws: SessionReplacedMeanwhile.self) {
-            try await db.store.startSession(with: third, tokens: tokens(), replacing: old, ttl: 3600, now: now.addingTimeInterval(599))
+        let (secondID, second) = launch("p2")
+        let replacing = try await db.store.startSession(with: second, tokens: tokens(), replacing: old, ttl: 3600, now: now).sessionID
+        let (thirdID, third) = launch("p3")
+        let joined = try await db.store.startSession(with: third, tokens: tokens(), replacing: old, ttl: 3600, now: now.addingTimeInterval(599)).sessionID
+        for id in [firstID, secondID, thirdID] {
+            #expect(try await db.store.findLaunch(sessionID: joined, launchID: id) != nil, "a launch was left behind")
         }
-        #expect(try await db.store.tokens(launchHash: third.idHash) == nil, "the refused sign-in stored its launch")
-        let later = now.addingTimeInterval(601)
+        #expect(try await db.store.findSession(id: replacing, now: now.addingTimeInterval(599)) == nil)
+        let later = now.addingTimeInterval(599 + 601) // 10 minutes after the last replacement
         #expect(try await db.store.sweepExpired(now: later, auditRetentionDays: 2) == 0)
         #expect(try await db.pool.query("SELECT 1 FROM retired_sessions").isEmpty)
-        _ = try await db.store.startSession(with: third, tokens: tokens(), replacing: old, ttl: 3600, now: later)
+        let (fourthID, fourth) = launch("p4")
+        let alone = try await db.store.startSession(with: fourth, tokens: tokens(), replacing: old, ttl: 3600, now: later).sessionID
+        #expect(try await db.store.findLaunch(sessionID: alone, launchID: fourthID) != nil)
+        #expect(try await db.store.findLaunch(sessionID: alone, launchID: firstID) == nil, "a forgotten replacement still led somewhere")
     }
 
     @Test("retention deletes under a DBA's short statement_timeout, waiting out a lock longer than it")

@@ -153,23 +153,19 @@ struct CallbackHandler: Sendable {
         // the same user carry over, so two tabs can hold two patients; another user's (a
         // shared workstation) end as at logout. One transaction: if it fails, the browser's
         // session and cookie stay as they were.
-        // Two tabs' callbacks that overlap each carry the other's login cookie: the second to
-        // store its session joins the first's, so that neither session is left behind the
-        // other's cookie. One that finds the browser's session replaced by a sign-in it cannot
-        // see (its login cookie gone) is refused: a session of its own would hide the other's
-        // launches behind its cookie. Its tokens go back to the EHR.
+        // Two tabs' callbacks that overlap: the second to store its session joins the first's
+        // (found through the login cookies, or through the browser's old session that the
+        // first replaced), so that no session is left behind the other's cookie.
         let previous = services.cookie.read(from: request)
-        let signIn = BrowserSignIn(state: state, otherStates: services.loginCookie.otherStates(in: request, besides: state))
-        let id: String, ended: [(LaunchRecord, TokenSet)]
-        do {
-            (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, signIn: signIn,
+        let signIn = BrowserSignIn(binding: services.loginCookie.binding(for: state),
+                                   otherBindings: services.loginCookie.otherBindings(in: request, besides: state))
+        let (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, signIn: signIn,
                                                                 ttl: ttl, now: now)
-        } catch is SessionReplacedMeanwhile {
-            await services.revokeTokens(of: [(launch, tokenSet)])
-            throw Problems.signInOverlapped()
-        }
         if let previous { services.proxyCache.invalidate(sessionHash: Identifier.hash(previous)) } // the old identifier stops working here too
-        await services.revokeTokens(of: ended)
+        // In the background: the answer (and its cookie) goes out now, not after the EHR's
+        // revocation round trips, which would let an overlapping tab's later sign-in answer
+        // first and the browser keep this, replaced, session's cookie.
+        if !ended.isEmpty { services.background.start { [services] in await services.revokeTokens(of: ended) } }
         var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
         response.headers.add("Set-Cookie", services.cookie.set(id))
         response.headers.add("Set-Cookie", services.loginCookie.expire(state))

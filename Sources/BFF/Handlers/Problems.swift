@@ -16,14 +16,6 @@ enum Problems {
         HTTPError(.unauthorized, type: base + "session-ended", title: "Session ended", detail: detail)
     }
 
-    /// A sign-in whose browser session another sign-in (another tab's launch) replaced while
-    /// this one's callback was under way: the browser's launches are in that session.
-    static func signInOverlapped() -> HTTPError {
-        HTTPError(HTTPStatus(code: 409), type: base + "sign-in-overlapped", title: "Another sign-in finished first",
-                  detail: "Another sign-in in this browser finished while this one was under way, and holds the browser's"
-                      + " launches; this one was not kept. Start it again (from the EHR, or /login).")
-    }
-
     /// A launch whose EHR is no longer in the issuers file: it is not contacted again.
     static func issuerNotRegistered() -> HTTPError {
         sessionEnded("This launch's EHR is no longer registered with this server; sign in again.")
