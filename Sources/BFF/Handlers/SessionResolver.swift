@@ -60,7 +60,7 @@ struct SessionResolver: Sendable {
             // restart while sessions stay; registrations never change in a running process,
             // so cached entries need no second look.
             guard services.registration(for: launch.iss) != nil else { throw Problems.issuerNotRegistered() }
-            try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: now)
+            _ = try? await services.store.touchSession(context.session, ttl: TimeInterval(services.configuration.sessionTTL), now: now)
             return services.proxyCache.store(context, launch: launch, for: key, generation: generation, now: now)
         }
     }
