@@ -66,7 +66,7 @@ public final class PostgresSessionStore: SessionStore {
         let id = Identifier.make(), hash = Identifier.hash(id)
         let sealed = try sealTokens(tokens, launchHash: launch.idHash)
         let bindings = signIn.map { ([$0.binding] + $0.otherBindings).map(Identifier.hash) } ?? []
-        return try await pool.withTransaction { c in
+        return try await pool.withTransaction(limits: PostgresSessionStore.signInLimits) { c in
             let linked = try await self.linkedSession(bindings, now: now, on: c)
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []
@@ -78,6 +78,10 @@ public final class PostgresSessionStore: SessionStore {
             return (id, ended)
         }
     }
+
+    /// A sign-in's limits: an overlapping sign-in's lock is waited for, a stuck one is not
+    /// (the callback fails, and its tokens go back to the EHR).
+    static let signInLimits = "SET LOCAL lock_timeout = '15s'; SET LOCAL statement_timeout = '20s'"
 
     /// Advisory locks of this class are taken on sign-ins' bindings (`linkedSession`).
     static let signInLockClass = 0x4246_4653 // "BFFS"
@@ -117,7 +121,8 @@ public final class PostgresSessionStore: SessionStore {
     static let retiredSessionMemory: TimeInterval = 600
 
     /// The live session `session` is now, locked: itself, or the one that took it over
-    /// (another tab's sign-in meanwhile), or that one's successor, …; nil when none is live.
+    /// (another tab's sign-in meanwhile), or that one's successor, up to three replacements;
+    /// nil when none is live.
     private func liveSuccessor(of session: String, now: Date, on c: PooledConnection) async throws -> String? {
         var current = session
         for _ in 0..<4 {

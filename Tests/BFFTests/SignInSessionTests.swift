@@ -7,7 +7,7 @@ import Testing
 
 @Suite("a sign-in in a browser that already has a session")
 struct SignInSessionTests {
-    @Test("a sign-in the database refuses (after the session was renamed) leaves the browser's session, cookie and launch working")
+    @Test("a sign-in the database refuses (after the session was renamed) leaves the browser's session, cookie and launch working, and revokes the tokens it was given")
     func failedSignInKeepsSession() async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
@@ -22,8 +22,10 @@ struct SignInSessionTests {
             BEGIN IF NEW.patient = 'pat-2' THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW; END $$
             """)
         try await admin.query("CREATE TRIGGER refuse_pat_2 BEFORE INSERT ON launches FOR EACH ROW EXECUTE FUNCTION refuse_pat_2()")
+        await h.sandbox.state.resetCounters()
         let (failed, second) = try await h.standaloneLogin(browser, patient: "pat-2")
         #expect(failed.status == 500 && second == nil, "\(failed.status) \(failed.text)")
+        #expect(await h.sandbox.state.revocations == 2, "the refused sign-in's tokens went back to the EHR")
         #expect(failed.header("Content-Type") == "application/problem+json")
         #expect(!failed.setCookies.contains { $0.hasPrefix("bff_session=") }, "no session cookie on a failure: \(failed.setCookies)")
         #expect(browser.cookieValues["bff_session"] == cookie)

@@ -27,7 +27,7 @@ struct CallbackHandler: Sendable {
             throw Problems.badRequest("The state parameter is missing.", type: "invalid-state")
         }
         // Before the state is used up: a forged callback leaves the real sign-in possible.
-        guard services.loginCookie.isBound(state, in: request) else {
+        guard let binding = services.loginCookie.binding(of: state, in: request) else {
             throw Problems.badRequest("This sign-in was not started in this browser, or it was already completed.", type: "invalid-state")
         }
         guard let pending = try await services.store.consumePending(state: state, now: services.now()) else {
@@ -69,7 +69,8 @@ struct CallbackHandler: Sendable {
                                            accessTokenExpiresAt: nil, responseJSON: ""), iss: registration.iss)
             throw error
         }
-        return try await startSession(request, state: state, pending: pending, registration: registration, tokens: tokens, identity: identity)
+        return try await startSession(request, state: state, binding: binding, pending: pending, registration: registration,
+                                      tokens: tokens, identity: identity)
     }
 
     /// RFC 9207: `iss` must be the authorization server's issuer when present, and must be
@@ -124,7 +125,7 @@ struct CallbackHandler: Sendable {
         }
     }
 
-    private func startSession(_ request: Request, state: String, pending: PendingAuthorization, registration: IssuerRegistration,
+    private func startSession(_ request: Request, state: String, binding: String, pending: PendingAuthorization, registration: IssuerRegistration,
                               tokens: TokenResponse, identity: IDTokenClaims?) async throws -> Response {
         let now = services.now()
         let ttl = TimeInterval(services.configuration.sessionTTL)
@@ -157,10 +158,17 @@ struct CallbackHandler: Sendable {
         // (found through the login cookies, or through the browser's old session that the
         // first replaced), so that no session is left behind the other's cookie.
         let previous = services.cookie.read(from: request)
-        let signIn = BrowserSignIn(binding: services.loginCookie.binding(for: state),
-                                   otherBindings: services.loginCookie.otherBindings(in: request, besides: state))
-        let (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, signIn: signIn,
+        let signIn = BrowserSignIn(binding: binding, otherBindings: services.loginCookie.otherBindings(in: request, besides: state))
+        let id: String, ended: [(LaunchRecord, TokenSet)]
+        do {
+            (id, ended) = try await services.store.startSession(with: launch, tokens: tokenSet, replacing: previous, signIn: signIn,
                                                                 ttl: ttl, now: now)
+        } catch {
+            // Nothing was stored (a database failure, a lock waited for too long): the tokens
+            // this sign-in was given go back to the EHR, as for any refused sign-in.
+            await services.revokeTokens(of: [(launch, tokenSet)])
+            throw error
+        }
         if let previous { services.proxyCache.invalidate(sessionHash: Identifier.hash(previous)) } // the old identifier stops working here too
         // In the background: the answer (and its cookie) goes out now, not after the EHR's
         // revocation round trips, which would let an overlapping tab's later sign-in answer

@@ -46,10 +46,17 @@ struct LoginCookie: Sendable {
     /// `Set-Cookie` value that deletes the binding once its sign-in is done.
     func expire(_ state: String) -> String { name(for: state) + "=" + session.attributes + "; Max-Age=0" }
 
-    /// Whether the request comes from the browser that started the sign-in of `state`.
-    func isBound(_ state: String, in request: Request) -> Bool {
-        guard let value = request.cookie(name(for: state)) else { return false }
-        return keys.contains { constantTimeEquals(Array(binding(for: state, key: $0).utf8), Array(value.utf8)) }
+    /// The binding the request's login cookie for `state` holds, when it is that state's:
+    /// the request comes from the browser that started the sign-in. (The cookie's value as it
+    /// is, not recomputed: it may have been made under a key this instance only checks, as
+    /// may the browser's other login cookies.)
+    func binding(of state: String, in request: Request) -> String? {
+        guard let value = request.cookie(name(for: state)) else { return nil }
+        // The state itself, as versions before 2026-11-27 set the cookie: a sign-in begun on
+        // one of them during a rolling upgrade still completes (its binding links nothing
+        // else: other bindings are 22 characters). Remove in the next release.
+        if constantTimeEquals(Array(state.utf8), Array(value.utf8)) { return value }
+        return keys.contains { constantTimeEquals(Array(binding(for: state, key: $0).utf8), Array(value.utf8)) } ? value : nil
     }
 
     /// The most other sign-ins' bindings that a callback takes from its request.
