@@ -86,33 +86,11 @@ public struct SMARTScopes: Sendable, Equatable {
         grants = scope.split(separator: " ").compactMap { SMARTScopes.parse(String($0)) }
     }
 
+    /// The grant of a resource scope as the proxy enforces it (reads and searches); nil for
+    /// a scope that is not one. (`write` alone parses to a grant that allows neither.)
     static func parse(_ scope: String) -> Grant? {
-        guard let slash = scope.firstIndex(of: "/") else { return nil }
-        let context = scope[..<slash]
-        guard context == "patient" || context == "user" || context == "system" else { return nil }
-        var rest = scope[scope.index(after: slash)...]
-        var restrictions: [String: String] = [:]
-        if let q = rest.firstIndex(of: "?") {
-            for pair in rest[rest.index(after: q)...].split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                guard parts.count == 2, let name = PercentDecoding.decode(parts[0]), let value = PercentDecoding.decode(parts[1])
-                else { return nil }
-                restrictions[name] = value
-            }
-            rest = rest[..<q]
-        }
-        guard let dot = rest.lastIndex(of: ".") else { return nil }
-        let type = String(rest[..<dot])
-        let permission = String(rest[rest.index(after: dot)...])
-        guard !type.isEmpty else { return nil }
-        switch permission {
-        case "read", "*": return Grant(resourceType: type, read: true, search: true, restrictions: restrictions)
-        case "write": return nil
-        default:
-            // v2: a subset of "cruds" in that order.
-            guard !permission.isEmpty, isOrderedSubset(permission, of: "cruds") else { return nil }
-            return Grant(resourceType: type, read: permission.contains("r"), search: permission.contains("s"),
-                         restrictions: restrictions)
+        WrittenScope(scope).map {
+            Grant(resourceType: $0.resourceType, read: $0.letters.contains("r"), search: $0.letters.contains("s"), restrictions: $0.restrictions)
         }
     }
 
