@@ -139,6 +139,13 @@ public final class BFFRuntime: Sendable {
         await services.audit.drain(until: max(deadline, ContinuousClock.now + .seconds(1)))
         await refreshes
         await revocations
+        if services.background.running > 0 {
+            // Their launches are gone from the database: the tokens stay valid at the EHR
+            // until they expire, which the operator should know.
+            services.logger.warning("token revocations cut short at shutdown", metadata: [
+                "revocations.running": .stringConvertible(services.background.running),
+            ])
+        }
         services.audit.stop()
         let audit = services.audit.status
         if audit.pending > audit.unsettledEntries {

@@ -201,6 +201,20 @@ extension SignInSessionTests {
         #expect(await h.sandbox.state.revocations == 2, "the last clinician's refresh and access tokens")
     }
 
+    @Test("revocations still running at the shutdown deadline are named in a warning: their tokens stay valid at the EHR until they expire")
+    func revocationsCutShortAtShutdown() async throws {
+        let h = try await BFFHarness.start(shutdownDeadline: .seconds(1))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        _ = try await h.standaloneLogin(browser, patient: "pat-1")
+        await h.sandbox.state.setIDTokenSubject("user-prac-2")
+        await h.sandbox.state.setRevocationDelay(.seconds(30))
+        #expect(try await h.standaloneLogin(browser, patient: "pat-2").page.status == 302)
+        await h.bff.shutdown(gracePeriod: .milliseconds(100))
+        let line = h.logs.captured.first { $0.contains("token revocations cut short at shutdown") }
+        #expect(line?.contains("\"level\":\"warning\"") == true, "\(h.logs.captured.suffix(5))")
+    }
+
     @Test("launches without a user (no openid scope) never carry over: the earlier one ends at the next sign-in")
     func noUser() async throws {
         let h = try await BFFHarness.start(registrations: { s, _ in

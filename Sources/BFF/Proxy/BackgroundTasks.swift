@@ -17,6 +17,9 @@ final class BackgroundTasks: Sendable {
         }
     }
 
+    /// How many tasks are running now.
+    var running: Int { tasks.withLock { $0.running.count } }
+
     /// Waits until the tasks running now have ended, or until `deadline`.
     func wait(until deadline: ContinuousClock.Instant) async {
         let running = tasks.withLock { Array($0.running.values) }
