@@ -33,7 +33,7 @@ final class Connection: @unchecked Sendable {
     unowned(unsafe) let server: HTTPServer
     private(set) var phase: Phase = .reading
     private var parser: RequestParser
-    private var input: [UInt8] = []
+    private var input = InputBuffer()
     private var output: [UInt8] = []
     private var outputOffset = 0
     private var requestsServed = 0
