@@ -70,6 +70,22 @@ with tempfile.TemporaryDirectory() as tmp:
             os.kill(child, signal.SIGTERM)
             assert outer.wait(timeout=5) == 128 + signal.SIGTERM, "SIGTERM during start-up was ignored as PID 1"
         print("start-up: as PID 1, SIGTERM while the database does not answer ends the process at once")
+    # Ctrl-C early in the demo's start (its throwaway cluster being made) leaves no cluster
+    # running and no folder behind, whenever it comes.
+    import glob
+    def demo_clusters():
+        return glob.glob(os.path.join(tempfile.gettempdir(), "smart-bff-demo-pg*")) + glob.glob("/dev/shm/smart-bff-demo-pg*")
+    before = set(demo_clusters())
+    for delay in (0.3, 1.0):
+        demo = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(free_port()), "--sandbox-port", str(free_port())],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(timeout=60) in (0, 130), demo.returncode
+        time.sleep(0.5)
+        left = set(demo_clusters()) - before
+        assert not left, f"Ctrl-C {delay} s into the demo left {left}"
+    print("demo: Ctrl-C while it starts leaves no throwaway cluster behind")
 
 # A port out of range is refused, not wrapped to 16 bits (70000 bound port 4464).
 for command in (["sandbox", "--port", "70000"], ["demo", "--sandbox-port", "70000"], ["demo", "--port", "0"]):

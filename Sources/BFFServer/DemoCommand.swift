@@ -26,6 +26,9 @@ struct DemoCommand: AsyncParsableCommand {
         let problems = [BFFConfiguration.logLevelProblem(logLevel), Resources.openAPIFileProblem()].compactMap { $0 }
         if !problems.isEmpty { throw Resources.configurationError(problems) }
         let logger = LogSetup.bootstrap(level: logLevel)
+        // Caught from here on: a Ctrl-C while the cluster starts ends the start at the next
+        // step, and the cluster is deleted (killed at once, it would run on, orphaned).
+        let signals = SignalHandling.catchTermination()
         // The contract's rule: a throwaway cluster when DATABASE_URL is unset, else that
         // database (said on the first line, since the demo's sandbox sessions and audit
         // entries then land there).
@@ -36,12 +39,17 @@ struct DemoCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("smart-bff demo: using DATABASE_URL's database (unset it for a throwaway one)\n".utf8))
         }
         let databaseURL = given ?? database!.url()
+        if signals.received { throw ExitCode(130) }
 
         let publicURL = "http://127.0.0.1:\(port)"
         var sandboxOptions = SandboxEHR.Options()
         sandboxOptions.port = sandboxPort
         sandboxOptions.clients = [SandboxClient(id: "smart-bff-demo", redirectURIs: [publicURL + "/callback"])]
         let sandbox = try await SandboxEHR.start(options: sandboxOptions, logger: logger)
+        if signals.received {
+            await sandbox.shutdown()
+            throw ExitCode(130)
+        }
 
         let configuration = BFFConfiguration(
             listenHost: "127.0.0.1", listenPort: port, publicURL: publicURL, databaseURL: Secret(databaseURL),
@@ -57,11 +65,13 @@ struct DemoCommand: AsyncParsableCommand {
         let runtime: BFFRuntime
         do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {
             await sandbox.shutdown()
-            FileHandle.standardError.write(Data("smart-bff demo: \(StartupFailure.line(for: error))\n".utf8))
+            // The demo's port is its --port, not BFF_LISTEN (which it does not read).
+            let line = StartupFailure.line(for: error).replacingOccurrences(of: "BFF_LISTEN:", with: "--port:")
+            FileHandle.standardError.write(Data("smart-bff demo: \(line)\n".utf8))
             throw ExitCode(1)
         }
         FileHandle.standardOutput.write(Data("smart-bff demo: open \(publicURL)/ (sandbox EHR at \(sandbox.fhirBaseURL); Ctrl-C stops)\n".utf8))
-        await SignalHandling.waitForTermination()
+        await signals.wait()
         await runtime.shutdown(gracePeriod: .seconds(2))
         await sandbox.shutdown()
     }

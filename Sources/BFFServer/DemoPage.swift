@@ -110,9 +110,11 @@ async function loadObservations(patient) {
 }
 
 document.getElementById("standalone").onclick = () => { location.href = "/login?return_to=/"; };
+// Ends this tab's launch only (X-BFF-Launch, as on every call): another tab's stays. The
+// tab keeps the ended launch's id, so that it shows itself signed out rather than fall back
+// to the browser's other launch.
 document.getElementById("logout").onclick = async () => {
-  await fetch("/logout", { method: "POST", headers: { "X-CSRF": "1" }, credentials: "same-origin" });
-  sessionStorage.removeItem("bff_launch");
+  await bff("/logout", { method: "POST" }).catch(() => {}); // 204, or the launch had already ended
   location.href = "/";
 };
 show();

@@ -17,33 +17,58 @@ enum SignalHandling {
     }
 
     static func waitForTermination() async {
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGHUP, SIG_IGN)
+        await catchTermination().wait()
+    }
+
+    /// From now on SIGTERM, SIGINT and SIGHUP are caught, not acted on: the caller looks at
+    /// `received` between its steps (the demo, whose throwaway cluster must be deleted however
+    /// early it is stopped) and `wait`s for one once it serves.
+    static func catchTermination() -> TerminationSignals {
         signal(SIGPIPE, SIG_IGN)
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "signals")
-            let once = Once()
-            var sources: [DispatchSourceSignal] = []
-            for sig in [SIGTERM, SIGINT, SIGHUP] {
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                source.setEventHandler {
-                    if once.fire() {
-                        for s in sources { s.cancel() }
-                        done.resume()
-                    }
-                }
-                source.resume()
-                sources.append(source)
-            }
-        }
+        return TerminationSignals()
     }
 }
 
 import Synchronization
 
-/// True exactly once.
-final class Once: Sendable {
-    private let fired = Atomic<Bool>(false)
-    func fire() -> Bool { !fired.exchange(true, ordering: .relaxed) }
+/// SIGTERM, SIGINT and SIGHUP, caught (see `SignalHandling.catchTermination`).
+final class TerminationSignals: @unchecked Sendable { // the sources are set once, in init, then only read
+    private let fired = Atomic(false)
+    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private var sources: [DispatchSourceSignal] = []
+
+    fileprivate init() {
+        let queue = DispatchQueue(label: "signals")
+        for sig in [SIGTERM, SIGINT, SIGHUP] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler { [weak self] in self?.fire() }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    /// Whether one of the signals has come.
+    var received: Bool { fired.load(ordering: .acquiring) }
+
+    /// Returns once one of the signals has come (at once if one has).
+    func wait() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let now = waiters.withLock { waiting -> Bool in
+                if fired.load(ordering: .acquiring) { return true }
+                waiting.append(done)
+                return false
+            }
+            if now { done.resume() }
+        }
+    }
+
+    private func fire() {
+        let waiting = waiters.withLock { waiting -> [CheckedContinuation<Void, Never>] in
+            fired.store(true, ordering: .releasing)
+            defer { waiting = [] }
+            return waiting
+        }
+        for waiter in waiting { waiter.resume() }
+    }
 }
