@@ -135,8 +135,11 @@ extension SandboxEHR {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
     }
 
+    /// `url` with `items` added to its query, before any fragment (`#…` stays last).
     func appendQuery(_ url: String, _ items: [(String, String)]) -> String {
-        url + (url.contains("?") ? "&" : "?") + PercentEncoding.formEncode(items)
+        let hash = url.firstIndex(of: "#") ?? url.endIndex
+        let base = url[..<hash]
+        return base + (base.contains("?") ? "&" : "?") + PercentEncoding.formEncode(items) + url[hash...]
     }
 }
 

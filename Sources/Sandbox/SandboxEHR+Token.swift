@@ -22,7 +22,14 @@ extension SandboxEHR {
                 return oauthError("invalid_grant")
             }
             guard form["redirect_uri"] == grant.redirectURI else { return oauthError("invalid_grant", "redirect_uri differs") }
-            guard let verifier = form["code_verifier"], PKCEChallenge.s256(verifier) == grant.challenge else {
+            // RFC 7636 §4.1: 43 to 128 unreserved characters; a client that sends another is
+            // refused here as a strict server would, so the sandbox catches it.
+            guard let verifier = form["code_verifier"], (43...128).contains(verifier.utf8.count),
+                  verifier.utf8.allSatisfy({ b in
+                      (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39)
+                          || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
+                  }),
+                  PKCEChallenge.s256(verifier) == grant.challenge else {
                 return oauthError("invalid_grant", "PKCE verification failed")
             }
             return await tokenResponse(client: client, scope: grant.scope, patient: grant.patient, encounter: grant.encounter,

@@ -28,6 +28,16 @@ struct AuthorizeTests {
         }
     }
 
+    @Test("launch-ehr adds iss and launch to the app URL's query, before its fragment")
+    func ehrLaunchKeepsFragmentLast() async throws {
+        try await SandboxHarness.with { h in
+            let entry = try await h.get(h.sandbox.ehrLaunchURL(app: "https://app.example/launch#frag", patient: "pat-2"))
+            let location = try #require(entry.header("Location"))
+            #expect(location.hasPrefix("https://app.example/launch?") && location.hasSuffix("#frag"), "\(location)")
+            #expect(SandboxHarness.query(String(location.prefix { $0 != "#" }))["iss"] == h.sandbox.fhirBaseURL)
+        }
+    }
+
     @Test("launch-ehr refuses app URLs that are not http(s) and unknown patients", arguments: [
         "javascript:alert(1)", "data:text/html,hi", "//evil.example/launch", "ftp://app.example/launch", "https:///nohost",
     ])

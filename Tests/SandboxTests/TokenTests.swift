@@ -63,6 +63,19 @@ struct TokenTests {
         }
     }
 
+    @Test("A verifier that is not RFC 7636's (too short, or with characters outside the unreserved set) is refused even when its hash is the challenge")
+    func verifierForm() async throws {
+        try await SandboxHarness.with { h in
+            for verifier in ["a", "ab+cd/ef==" + String(repeating: "x", count: 40)] {
+                let challenge = Base64URL.encode(SHA256.hash(Array(verifier.utf8)))
+                let code = try await h.code(challenge: challenge)
+                let refused = try await h.exchange(code: code, verifier: verifier)
+                let error = try SandboxHarness.json(refused)["error"]?.stringValue
+                #expect(refused.status == 400 && error == "invalid_grant", "\(verifier)")
+            }
+        }
+    }
+
     @Test("A code works once")
     func reusedCode() async throws {
         try await SandboxHarness.with { h in
