@@ -77,6 +77,39 @@ struct HTTPClientFailureTests {
         #expect(ContinuousClock.now - started < .seconds(28)) // as above: below the 30 s default read timeout
     }
 
+    /// An upstream that trickles its answer, a byte well within the read timeout each time,
+    /// holds a buffered request (a sign-in's token exchange, a JWKS fetch) no longer than the
+    /// total timeout; a streamed body, which may be large, is not cut by it.
+    @Test(arguments: Mode.allCases)
+    func tricklingAnswerEndsAtTheTotalTimeoutUnlessStreamed(mode: Mode) async throws {
+        let body = String(repeating: "x", count: 50)
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            guard connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n") else { return }
+            for byte in body.utf8 { // 5 s in all, a byte every 0.1 s
+                Thread.sleep(forTimeInterval: 0.1)
+                guard connection.write([byte]) else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.readTimeout = .seconds(20) // never reached between bytes
+        configuration.totalTimeout = .seconds(1)
+        let client = HTTPClient(configuration: configuration)
+        let started = ContinuousClock.now
+        switch mode {
+        case .buffered:
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode)
+            }
+            #expect(error?.isTimeout == true, "\(String(reflecting: error))")
+            #expect(error.map { "\($0)" }?.contains("total timeout (1 s)") == true, "\(String(reflecting: error))")
+            // The whole trickle takes 5 s: ending sooner is the total timeout's doing.
+            #expect(ContinuousClock.now - started < .milliseconds(4800))
+        case .streaming:
+            #expect(try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode) == Array(body.utf8))
+        }
+    }
+
     @Test(arguments: Mode.allCases)
     func contentLengthNotReachedIsAnErrorNotAShortBody(mode: Mode) async throws {
         let server = try ScriptedServer { connection in

@@ -43,6 +43,7 @@ final class ClientLoop: @unchecked Sendable {
     let connectTimeout: Double
     let readTimeout: Double
     let stallTimeout: Double
+    private let totalTimeout: Double
     private let maxBodyBytes: Int
     /// Where connections read into; loop thread only.
     let scratch: UnsafeMutableRawBufferPointer
@@ -67,6 +68,7 @@ final class ClientLoop: @unchecked Sendable {
         connectTimeout = Double(configuration.connectTimeout.nanoseconds) / 1e9
         readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9
         stallTimeout = Double(configuration.stallTimeout.nanoseconds) / 1e9
+        totalTimeout = Double(configuration.totalTimeout.nanoseconds) / 1e9
         maxBodyBytes = configuration.maxResponseBodyBytes
         scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
         timer = loop.makeTimer { [unowned self] in sweep() }
@@ -137,6 +139,10 @@ final class ClientLoop: @unchecked Sendable {
         active[ObjectIdentifier(exchange)] = exchange
         exchange.deadline = loop.now + connectTimeout + readTimeout
         arm(exchange.deadline)
+        if exchange.bodyBuffer == nil {
+            exchange.totalDeadline = loop.now + totalTimeout
+            arm(exchange.totalDeadline)
+        }
         let pool = pools[exchange.poolKey] ?? {
             let made = HostPool()
             pools[exchange.poolKey] = made
@@ -296,12 +302,16 @@ final class ClientLoop: @unchecked Sendable {
         let now = loop.now
         var next = Double.infinity
         for exchange in Array(active.values) {
-            guard exchange.deadline <= now else {
+            guard exchange.deadline <= now || exchange.totalDeadline <= now else {
                 if let connection = exchange.connection, !connection.isOpen {
                     connection.checkAttempt(now: now) // may fail the exchange (no address left)
                     next = min(next, connection.attemptDeadline)
                 }
-                next = min(next, exchange.deadline)
+                next = min(next, exchange.deadline, exchange.totalDeadline)
+                continue
+            }
+            if exchange.totalDeadline <= now {
+                end(exchange, .timedOut("the upstream's answer was not complete within the total timeout (\(Int(totalTimeout.rounded(.up))) s)"))
                 continue
             }
             if exchange.paused {

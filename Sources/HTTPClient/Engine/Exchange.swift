@@ -34,6 +34,9 @@ final class Exchange: @unchecked Sendable {
     private(set) var parser: ResponseParser
     /// When, on the loop's clock, the exchange times out unless something arrives first.
     var deadline = Double.infinity
+    /// Buffered exchanges: when, on the loop's clock, the whole answer must have arrived
+    /// (`HTTPClient.Configuration.totalTimeout`), whatever `deadline` says.
+    var totalDeadline = Double.infinity
     /// Reading is paused because the consumer is behind; `deadline` is then the stall
     /// deadline (the consumer's, not the upstream's), which the sweep moves on while the
     /// consumer keeps taking pieces (`BodyBuffer.lastTake`).
