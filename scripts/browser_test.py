@@ -87,6 +87,21 @@ try:
     call("POST", f"{s}/element/{find('#ehr-launch')}/click", {})
     wait_text("#banner", lambda t: "Daniel Reyes" in t)
     (out / "demo-ehr-launch.png").write_bytes(base64.b64decode(call("GET", s + "/screenshot")["value"]))
+    # A read that fails once signed in (an EHR outage: the BFF's 502 problem) is shown, not a
+    # page left half drawn. The outage is simulated in the page's fetch, for /fhir/ alone, by a
+    # script that runs before the page's own on the next load (Chromium's DevTools protocol).
+    outage = call("POST", s + "/goog/cdp/execute", {"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {"source": """
+        const real = window.fetch;
+        window.fetch = (path, options) => String(path).startsWith("/fhir/")
+          ? Promise.resolve(new Response(JSON.stringify({status: 502, title: "Bad Gateway", detail: "The EHR could not be reached."}),
+                                         {status: 502, headers: {"Content-Type": "application/problem+json"}}))
+          : real(path, options);"""}})["value"]
+    call("POST", s + "/url", {"url": app})
+    failure = wait_text("#status", lambda t: "502" in t)
+    assert "The EHR could not be reached." in failure, failure
+    call("POST", s + "/goog/cdp/execute", {"cmd": "Page.removeScriptToEvaluateOnNewDocument", "params": {"identifier": outage["identifier"]}})
+    call("POST", s + "/url", {"url": app})
+    wait_text("#banner", lambda t: "Daniel Reyes" in t)
     call("POST", f"{s}/element/{find('#logout')}/click", {})
     wait_text("#status", lambda t: "Not signed in" in t)
     print(f"browser test passed: {banner!r}, {count}; screenshots in artifacts/")

@@ -54,21 +54,19 @@ async function bff(path, options = {}) {
   if (launch) headers["X-BFF-Launch"] = launch;
   const response = await fetch(path, { ...options, headers, credentials: "same-origin" });
   if (response.status === 401) throw new Error("signed-out");
-  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  if (!response.ok) {
+    // Errors are problem details (RFC 9457): their detail says what went wrong.
+    const problem = await response.json().catch(() => null);
+    throw new Error(`${path}: HTTP ${response.status}${problem && problem.detail ? ` (${problem.detail})` : ""}`);
+  }
   return response.status === 204 ? null : response.json();
 }
 
 const text = (id, value) => { document.getElementById(id).textContent = value; };
 
 async function show() {
-  let session, context;
-  try {
-    session = await bff("/session");
-    context = await bff("/context");
-  } catch (error) {
-    text("status", error.message === "signed-out" ? "Not signed in." : error.message);
-    return;
-  }
+  const session = await bff("/session");
+  const context = await bff("/context");
   document.getElementById("app").hidden = false;
   document.getElementById("logout").hidden = false;
   text("status", "Signed in.");
@@ -117,7 +115,8 @@ document.getElementById("logout").onclick = async () => {
   await bff("/logout", { method: "POST" }).catch(() => {}); // 204, or the launch had already ended
   location.href = "/";
 };
-show();
+// Whatever fails (not signed in, the EHR down, a read outside the scopes) shows in the status line.
+show().catch(error => text("status", error.message === "signed-out" ? "Not signed in." : error.message));
 </script>
 </body>
 </html>
