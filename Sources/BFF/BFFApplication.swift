@@ -47,11 +47,11 @@ public struct BFFApplication: Sendable {
     }
 
     /// Database failures that reach a handler's caller: counted, and 503 while PostgreSQL
-    /// cannot be reached (a retry may succeed; the session is kept). Other statement
-    /// failures stay generic 500s.
+    /// cannot serve the request (unreachable, locked, read-only, out of connections: a retry
+    /// may succeed; the session is kept). Other statement failures stay generic 500s.
     static func problem(for error: any Error, metrics: Metrics) -> HTTPError? {
         guard let error = error as? PostgresError else { return nil }
         metrics.recordDatabaseError()
-        return error.isConnectionFailure || error.isPoolTimeout ? Problems.databaseUnavailable() : nil
+        return error.isTransient ? Problems.databaseUnavailable() : nil
     }
 }

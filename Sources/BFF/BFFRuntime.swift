@@ -60,6 +60,7 @@ public final class BFFRuntime: Sendable {
         var poolConfiguration = ConnectionPool.Configuration()
         poolConfiguration.size = options.poolSize
         poolConfiguration.acquireTimeout = options.poolAcquireTimeout
+        poolConfiguration.settings = PostgresSessionStore.connectionSettings
         let pool = ConnectionPool(url: configuration.databaseURL.value, configuration: poolConfiguration)
         guard let directory = options.migrationsDirectory ?? Migrator.locateDirectory() else {
             throw StartError(message: "BFF_MIGRATIONS_DIR: migrations/ not found (where it names, or else beside the executable or in the working directory)")

@@ -99,9 +99,11 @@ public struct Migrator: Sendable {
             try await connection.run { c in
                 // No statement timeout for migrations (an index build on a large trail takes
                 // minutes, and a DBA's short default would fail every start); the locks they
-                // take are bounded by their own lock_timeout. Reset before the connection goes back.
+                // take are bounded by their own lock_timeout. The connection's own value (the
+                // pool's setting, not the server's default) comes back before it goes back.
+                let previous = try c.execute("SHOW statement_timeout")[0].string(0)
                 try c.executeScript("SET statement_timeout = 0")
-                defer { _ = try? c.executeScript("RESET statement_timeout") }
+                defer { _ = try? c.execute(Query("SELECT set_config('statement_timeout', $1, false)", [.text(previous)])) }
                 // Polled, not waited for: a waiting pg_advisory_lock holds a snapshot, which the
                 // lock holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).
                 while try c.execute(Query("SELECT pg_try_advisory_lock($1)", [.int(Migrator.lockKey)]))[0].bool(0) == false {

@@ -79,6 +79,13 @@ public final class PostgresSessionStore: SessionStore {
         }
     }
 
+    /// Every statement's limits on the BFF's connections (`ConnectionPool.Configuration.settings`),
+    /// in place of the server's, unless a transaction sets its own: a request waits at most
+    /// 5 s for a lock (a DBA's `LOCK TABLE`, a migration's `ALTER TABLE`) and runs at most
+    /// 10 s, then fails as the database being unavailable (503), instead of holding its
+    /// pooled connection, and its browser, for as long as the lock is held.
+    public static let connectionSettings = "SET lock_timeout = '5s'; SET statement_timeout = '10s'"
+
     /// A sign-in's limits: an overlapping sign-in's lock is waited for, a stuck one is not
     /// (the callback fails, and its tokens go back to the EHR).
     static let signInLimits = "SET LOCAL lock_timeout = '15s'; SET LOCAL statement_timeout = '20s'"
@@ -362,7 +369,8 @@ public final class PostgresSessionStore: SessionStore {
     }
 
     public func sweepExpired(now: Date, auditRetentionDays: Int) async throws -> Int {
-        let rows = try await pool.query("""
+        // Retention's limits: after a long stop there may be many rows to delete.
+        let rows = try await pool.withTransaction(limits: PostgresSessionStore.retentionLimits) { c in try await c.query("""
             WITH p AS (DELETE FROM pending_authorizations WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  h AS (DELETE FROM handoff_codes WHERE expires_at <= to_timestamp(\(now)) RETURNING 1),
                  s AS (DELETE FROM sessions s WHERE expires_at <= to_timestamp(\(now))
@@ -374,7 +382,7 @@ public final class PostgresSessionStore: SessionStore {
                  -- Audit write ids, long settled (on the database's clock, which stamped them).
                  b AS (DELETE FROM audit_batches WHERE stored_at < now() - interval '7 days')
             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM h) + (SELECT count(*) FROM s)
-            """)
+            """) }
         let expired = try rows.first?.int(0) ?? 0
         return expired + (try await deleteAudit(before: now.addingTimeInterval(-Double(auditRetentionDays) * 86_400)))
     }

@@ -12,7 +12,7 @@ struct AuditShutdownTests {
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
-        let lock = try await AuditTableLock.take(h.database.url)
+        let lock = try await TableLock.take(h.database.url)
         let paths = ["/Patient/pat-1", "/Observation?patient=pat-1", "/Patient/nobody"]
         for path in paths { _ = try await browser.api(h.baseURL + "/fhir" + path, launch: launch) }
 
@@ -41,7 +41,7 @@ struct AuditShutdownTests {
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
-        let lock = try await AuditTableLock.take(h.database.url)
+        let lock = try await TableLock.take(h.database.url)
         defer { Task { try await lock.release() } }
         for _ in 0..<3 { #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200) }
 
@@ -54,7 +54,7 @@ struct AuditShutdownTests {
         #expect((entries?.stringValue.flatMap(Int.init) ?? entries?.intValue) == 3, "\(lost)")
         // The loss is logged, and the stop over, while the write under way still waits.
         #expect(!lines.contains { $0.contains("audit write failed") }, "the stop waited for the write: \(lines.suffix(3))")
-        #expect(try await AuditTableLock.waitingWrites(h.database.url) == 1, "the write under way no longer waits for the lock")
+        #expect(try await TableLock.waitingWrites(h.database.url) == 1, "the write under way no longer waits for the lock")
     }
 
     @Test("a stop while the database is away retries on a short schedule until the deadline, then says how many audit entries it could not write")

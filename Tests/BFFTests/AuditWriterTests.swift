@@ -137,7 +137,7 @@ struct AuditWriterTests {
         let database = try await TestDatabase.make(poolSize: 2)
         defer { database.pool.close() }
         let writer = Self.writer(database.store) { $0.firstRetry = .seconds(60) }
-        let lock = try await AuditTableLock.take(database.url)
+        let lock = try await TableLock.take(database.url)
 
         writer.record(entry("/Patient/1"))
         let started = ContinuousClock.now

@@ -478,7 +478,7 @@ struct FHIRProxyTests {
         let (_, launch) = try await h.standaloneLogin(browser)
         // A DBA's lock on the audit table (VACUUM FULL, say): the writer's COPY fails after
         // its lock_timeout; sessions, in other tables, still work.
-        let lock = try await AuditTableLock.take(h.database.url)
+        let lock = try await TableLock.take(h.database.url)
 
         let first = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
         #expect(first.status == 200)

@@ -47,7 +47,7 @@ enum Problems {
 
     static func databaseUnavailable() -> HTTPError {
         HTTPError(.serviceUnavailable, type: base + "database-unavailable", title: "Session store unavailable",
-                  detail: "The session store cannot be reached right now; the session is kept, try again.")
+                  detail: "The session store cannot serve this request right now; the session is kept, try again.")
     }
 
     static func auditUnavailable() -> HTTPError {

@@ -21,6 +21,10 @@ public final class ConnectionPool: Sendable {
         public var acquireTimeout: Duration = .seconds(5)
         /// libpq `connect_timeout` (a setting in the URL wins).
         public var connectTimeoutSeconds = 3
+        /// `SET` statements each new connection runs before it is first lent: defaults for
+        /// every statement on it, such as `statement_timeout`, which a transaction's own
+        /// `SET LOCAL` limits override (`withTransaction(limits:)`). Nil: the server's.
+        public var settings: String?
         public init() {}
     }
 
@@ -231,10 +235,10 @@ public final class ConnectionPool: Sendable {
     }
 
     private func connect() async throws -> PostgresConnection {
-        let url = self.url, seconds = configuration.connectTimeoutSeconds
+        let url = self.url, seconds = configuration.connectTimeoutSeconds, settings = configuration.settings
         // A thread of its own: PQconnectdb blocks up to the connect timeout, and on Linux a
         // blocked Dispatch global-queue thread is not replaced, so connects to a database
         // that is down held up every other user of the global queue for seconds.
-        return try await runDetached { () throws(PostgresError) in try PostgresConnection(url: url, connectTimeoutSeconds: seconds) }
+        return try await runDetached { () throws(PostgresError) in try PostgresConnection(url: url, connectTimeoutSeconds: seconds, settings: settings) }
     }
 }

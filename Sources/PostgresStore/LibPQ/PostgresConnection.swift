@@ -18,8 +18,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Connects (blocking) with `PQconnectdbParams`. `url` is passed as the `dbname` keyword
     /// with `expand_dbname = 1`, so it may be a URI or a `key=value` string, and no connection
     /// string is ever built by interpolation. Settings in `url` override our defaults
-    /// (`connect_timeout`, TCP keepalives, `application_name`).
-    public init(url: String, connectTimeoutSeconds: Int = 5) throws(PostgresError) {
+    /// (`connect_timeout`, TCP keepalives, `application_name`). `settings`: `SET` statements
+    /// run once connected, as the session's own defaults (see `ConnectionPool.Configuration`).
+    public init(url: String, connectTimeoutSeconds: Int = 5, settings: String? = nil) throws(PostgresError) {
         let parameters: [(String, String)] = [
             ("connect_timeout", String(connectTimeoutSeconds)),
             ("application_name", "smart-bff"),
@@ -46,7 +47,7 @@ public final class PostgresConnection: @unchecked Sendable {
         queue = DispatchQueue(label: "smart-bff.postgres")
         // Values are decoded from the server's text: timestamps from ISO, bytea from hex. A
         // role or database may default to others (`bytea_output = escape`, say).
-        try executeScript("SET DateStyle TO ISO; SET bytea_output TO hex")
+        try executeScript("SET DateStyle TO ISO; SET bytea_output TO hex" + (settings.map { "; " + $0 } ?? ""))
     }
 
     deinit { PQfinish(conn) }

@@ -67,6 +67,17 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         guard let sqlState else { return false }
         return sqlState.hasPrefix("22") || sqlState.hasPrefix("23") || sqlState.hasPrefix("54")
     }
+    /// A failure that says nothing about the request, only that the database cannot serve it
+    /// now, so that the same request may succeed later: the server unreachable, gone or
+    /// starting (class 08, 57P01–57P03), no pooled connection free, a lock or statement
+    /// timeout (55P03, 57014), a read-only server (25006: a standby, a failover under way),
+    /// insufficient resources (class 53: too many connections, disk full), a serialization
+    /// failure or deadlock (40001, 40P01).
+    public var isTransient: Bool {
+        if isConnectionFailure || isPoolTimeout || isServerGone || isLockTimeout { return true }
+        guard let sqlState else { return false }
+        return sqlState == "25006" || sqlState.hasPrefix("53") || sqlState == "40001" || sqlState == "40P01"
+    }
     /// SQLSTATE 23505 (unique_violation).
     public var isUniqueViolation: Bool { sqlState == "23505" }
     /// A lock wait or a statement ended by `lock_timeout` (55P03) or `statement_timeout` (57014).

@@ -1,29 +1,29 @@
 import BFFTesting
 import PostgresStore
 
-/// A DBA's `LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE` (what `VACUUM FULL` takes),
-/// held from a pool of its own on the database of `url` until `release()`, or 120 s (past
-/// the audit writer's 60 s `statement_timeout`).
-final class AuditTableLock: Sendable {
+/// A DBA's `LOCK TABLE <table> IN ACCESS EXCLUSIVE MODE` (what `VACUUM FULL` takes), by
+/// default on `audit_events`, held from a pool of its own on the database of `url` until
+/// `release()`, or 120 s (past the audit writer's 60 s `statement_timeout`).
+final class TableLock: Sendable {
     private let pool: ConnectionPool
     private let released = Counter()
     private let holder: Task<Void, any Error>
 
     /// Returns once the lock is held.
-    static func take(_ url: String) async throws -> AuditTableLock {
+    static func take(_ url: String, table: String = "audit_events") async throws -> TableLock {
         let holding = Counter()
-        let lock = AuditTableLock(url: url, holding: holding)
+        let lock = TableLock(url: url, table: table, holding: holding)
         while holding.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
         return lock
     }
 
-    private init(url: String, holding: Counter) {
+    private init(url: String, table: String, holding: Counter) {
         let pool = PostgresStoreAdmin.pool(url)
         let released = released
         self.pool = pool
         holder = Task {
             try await pool.withTransaction { connection in
-                try await connection.query("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
+                try await connection.query("LOCK TABLE \(raw: table) IN ACCESS EXCLUSIVE MODE")
                 holding.increment()
                 let deadline = ContinuousClock.now + .seconds(120)
                 while released.current == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
