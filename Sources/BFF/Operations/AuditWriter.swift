@@ -1,6 +1,7 @@
 import Cryptography
 import Foundation
 import Logging
+import PostgresStore
 import Sessions
 import Synchronization
 
@@ -19,8 +20,9 @@ import Synchronization
 /// A failed write keeps its entries, and the writer tries again 0.5 s later at first, then
 /// at doubling intervals up to 30 s, until the database takes them: the trail does not
 /// depend on later requests to be written. Meanwhile the entries wait in the writer, and
-/// once `maxPending` wait, `isBackedUp` tells the proxy to refuse reads (fail closed) rather
-/// than serve PHI whose access cannot be recorded, or hold entries until memory runs out.
+/// once writes have failed for `maxFailingTime`, or `maxPending` entries wait, `isBackedUp`
+/// tells the proxy to refuse reads (fail closed) rather than serve PHI whose access cannot
+/// be recorded, hold entries that a killed process would lose, or run out of memory.
 /// At shutdown, `drain(until:)` retries sooner (0.2 s, doubling up to 2 s) until a deadline.
 public final class AuditWriter: Sendable {
     /// When the writer sends and commits.
@@ -45,10 +47,18 @@ public final class AuditWriter: Sendable {
         /// Entries recorded and not yet in the database at which `isBackedUp` turns true:
         /// about a minute of reads at 8 000 a second, some 100 MB.
         public var maxPending = 500_000
+        /// How long writes may keep failing (every one since the first of the streak) before
+        /// `isBackedUp` turns true, however few entries wait: a trail that cannot be written
+        /// (a lock on its table, a read-only or full database) stops PHI reads within about
+        /// this long, rather than after hours of reads held in memory alone.
+        public var maxFailingTime: Duration = .seconds(30)
         public init() {}
     }
 
     static let longestRetry: Duration = .seconds(30)
+    /// The longest pause between retries while reads are refused: they start again soon
+    /// after the database takes the entries.
+    static let longestRetryWhileRefusing: Duration = .seconds(5)
     static let longestShutdownRetry: Duration = .seconds(2)
 
     /// The trail's state for `/metrics`.
@@ -88,6 +98,8 @@ public final class AuditWriter: Sendable {
         var unsettled: (batch: [UInt8], entries: Int)?
         /// Writes failed in a row.
         var failures = 0
+        /// When the first of them failed.
+        var failingSince: ContinuousClock.Instant?
         /// The writer task exists: writing, or pausing between pieces or before a retry.
         var writerRunning = false
         /// `flush()` calls waiting; while there are any, the writer does not pause.
@@ -173,8 +185,8 @@ public final class AuditWriter: Sendable {
         }
     }
 
-    /// True while `maxPending` entries wait for the database: reads should be refused until
-    /// the trail can be written again.
+    /// True while writes have failed for `maxFailingTime`, or `maxPending` entries wait for the
+    /// database: reads should be refused until the trail can be written again.
     public var isBackedUp: Bool { backedUp.load(ordering: .relaxed) }
 
     /// Buffers `entry`; the writer sends it within 10 ms and commits it within about 200 ms.
@@ -286,7 +298,7 @@ public final class AuditWriter: Sendable {
                     }
                     state.withLock { $0.unsettled = nil }
                 } catch {
-                    await pause(failed(), retry: true)
+                    await pause(failed(error), retry: true)
                 }
                 continue
             }
@@ -303,7 +315,7 @@ public final class AuditWriter: Sendable {
                 } else {
                     held.rewind() // rolled back: what it sent goes again, first
                 }
-                await pause(failed(), retry: true)
+                await pause(failed(error), retry: true)
             }
         }
     }
@@ -329,33 +341,56 @@ public final class AuditWriter: Sendable {
     }
 
     private func written(_ count: Int) {
-        let done = state.withLock { state in
+        let (done, recovered) = state.withLock { state in
             state.failures = 0
+            state.failingSince = nil
             state.writing -= count
             state.written += count
-            if state.buffer.count + state.writing < timing.maxPending { backedUp.store(false, ordering: .relaxed) }
-            return state.satisfiedWaiters()
+            var recovered = false
+            if state.buffer.count + state.writing < timing.maxPending && backedUp.load(ordering: .relaxed) {
+                backedUp.store(false, ordering: .relaxed)
+                recovered = true
+            }
+            return (state.satisfiedWaiters(), recovered)
         }
+        if recovered { logger.notice("audit trail written again: FHIR reads are served again") }
         for waiter in done { waiter.resume() }
     }
 
     /// Counts a failed write (its entries stay with the writer, first in line); returns the
     /// pause before the retry. Every flush waiting gives up (its entries stay pending); a
-    /// drain waits on. The log gives how many entries wait, not what they hold: a server
-    /// message may quote a value, and values are PHI.
-    private func failed() -> Duration {
-        let (retry, waiting, done) = state.withLock { state in
+    /// drain waits on. Writes failing for `maxFailingTime` make the proxy refuse reads. The
+    /// log gives how many entries wait and the error's kind (SQLSTATE), not what they hold
+    /// nor the server's message: it may quote a value, and values are PHI.
+    private func failed(_ error: any Error) -> Duration {
+        let now = ContinuousClock.now
+        let (retry, waiting, done, refusing) = state.withLock { state in
             state.failures += 1
             state.failedWrites += 1
-            let retry = state.draining
+            let since = state.failingSince ?? now
+            state.failingSince = since
+            var refusing = false
+            if now - since >= timing.maxFailingTime && !backedUp.load(ordering: .relaxed) {
+                backedUp.store(true, ordering: .relaxed)
+                refusing = true
+            }
+            var retry = state.draining
                 ? AuditWriter.retryDelay(afterFailures: state.failures, first: timing.shutdownFirstRetry, longest: AuditWriter.longestShutdownRetry)
                 : AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry)
-            return (retry, state.buffer.count + state.writing, state.satisfiedWaiters(failed: true))
+            if backedUp.load(ordering: .relaxed) { retry = min(retry, AuditWriter.longestRetryWhileRefusing) }
+            return (retry, state.buffer.count + state.writing, state.satisfiedWaiters(failed: true), refusing)
         }
+        // Both describe themselves by kind and SQLSTATE alone.
+        let cause = error is PostgresError || error is AuditCommitUnanswered ? "\(error)" : "\(type(of: error))"
         logger.error("audit write failed; will retry", metadata: [
             "audit.entries": .stringConvertible(waiting),
             "audit.retry_in": .string("\(retry)"),
+            "error.detail": .string(cause),
         ])
+        if refusing {
+            logger.critical("audit trail not written for \(Int(timing.maxFailingTime.seconds)) s: FHIR reads are refused (503 audit-unavailable) until it is",
+                            metadata: ["audit.entries": .stringConvertible(waiting)])
+        }
         for waiter in done { waiter.resume() }
         return retry
     }
