@@ -48,7 +48,9 @@ public struct BFFApplication: Sendable {
 
     /// Database failures that reach a handler's caller: counted, and 503 while PostgreSQL
     /// cannot serve the request (unreachable, locked, read-only, out of connections: a retry
-    /// may succeed; the session is kept). Other statement failures stay generic 500s.
+    /// may succeed; the session is kept), logged once per outage by the pool's
+    /// `DatabaseFailureLog`, not per request. Other statement failures stay generic 500s,
+    /// each logged.
     static func problem(for error: any Error, metrics: Metrics) -> HTTPError? {
         guard let error = error as? PostgresError else { return nil }
         metrics.recordDatabaseError()

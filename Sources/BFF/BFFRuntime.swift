@@ -61,6 +61,7 @@ public final class BFFRuntime: Sendable {
         poolConfiguration.size = options.poolSize
         poolConfiguration.acquireTimeout = options.poolAcquireTimeout
         poolConfiguration.settings = PostgresSessionStore.connectionSettings
+        poolConfiguration.healthObserver = DatabaseFailureLog(logger: logger)
         let pool = ConnectionPool(url: configuration.databaseURL.value, configuration: poolConfiguration)
         guard let directory = options.migrationsDirectory ?? Migrator.locateDirectory() else {
             throw StartError(message: "BFF_MIGRATIONS_DIR: migrations/ not found (where it names, or else beside the executable or in the working directory)")

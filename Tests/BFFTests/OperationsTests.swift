@@ -135,14 +135,14 @@ struct OperationsTests {
         #expect(status == 200)
     }
 
-    @Test("while the database is away, session reads answer 503 database-unavailable, counted in /metrics; the session works again after")
+    @Test("while the database is away, session reads answer 503 database-unavailable, counted in /metrics, with one log line for the outage (not one per request) and one when it ends; the session works again after")
     func databaseOutage() async throws {
         let h = try await BFFHarness.start(proxyCacheSeconds: 0)
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser)
         try await PostgresStoreAdmin.takeAway(h.database.url)
-        for path in ["/session", "/fhir/Patient/pat-1"] {
+        for path in ["/session", "/fhir/Patient/pat-1", "/session", "/context", "/session"] {
             let page = try await browser.api(h.baseURL + path, launch: launch)
             #expect(page.status == 503, "\(path): \(page.status)")
             #expect(page.text.contains("database-unavailable"), "\(path): \(page.text)")
@@ -157,6 +157,13 @@ struct OperationsTests {
             if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(status == 200, "the session did not survive the outage")
+        let logs = h.logs.captured
+        let outage = logs.filter { $0.contains("the database cannot serve requests") }
+        #expect(outage.count == 1, "\(outage)")
+        #expect(outage.first?.contains("cannot connect to PostgreSQL") == true, "the line does not say why: \(outage)")
+        let databaseErrors = logs.filter { $0.contains("database error: ") }
+        #expect(databaseErrors.count == 1, "a database error line per request: \(databaseErrors)")
+        #expect(logs.contains { $0.contains("the database serves requests again") })
     }
 
     @Test("no response to the front end and no log line contains a token the EHR issued, a code or a cookie")

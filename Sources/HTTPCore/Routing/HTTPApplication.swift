@@ -2,8 +2,8 @@ import Logging
 
 /// The router, the middleware chain and error mapping: what turns a `Request` into a
 /// `Response`. Errors become RFC 9457 problem responses: an `HTTPError` as it says, one that
-/// `mapError` recognises as it maps it, anything else a generic 500 whose details go only
-/// to the log.
+/// `mapError` recognises as it maps it (and logs it, if it should be), anything else a
+/// generic 500 whose details go only to the log.
 public final class HTTPApplication: Sendable {
     /// A response that is ready now, or work that produces one (see
     /// `Router.on(_:_:cancelledWhenClientLeaves:_:)` for the flag).
@@ -16,7 +16,8 @@ public final class HTTPApplication: Sendable {
     public let middleware: [any Middleware]
     public let logger: Logger
     /// Turns errors of the layers below (a database, say) into problem responses; nil for
-    /// those it does not know.
+    /// those it does not know. What it maps is not logged here: it knows whether an error
+    /// deserves a line per request, or is logged once elsewhere (an outage, say).
     public let mapError: @Sendable (any Error) -> HTTPError?
 
     public init(router: Router, middleware: [any Middleware] = [], logger: Logger = Logger(label: "smart-bff.http"),
@@ -94,12 +95,7 @@ public final class HTTPApplication: Sendable {
         if error is CancellationError && Task.isCancelled {
             return HTTPError(.clientClosedRequest, detail: "The client closed the connection before the response.").response
         }
-        if let mapped = mapError(error) {
-            request.logger.error("request failed", metadata: ["error.type": .string(String(describing: type(of: error))),
-                                                             "error.detail": .string(String(describing: error)),
-                                                             "http.status": .stringConvertible(mapped.status.code)])
-            return mapped.response
-        }
+        if let mapped = mapError(error) { return mapped.response }
         request.logger.error("unhandled error", metadata: ["error.type": .string(String(describing: type(of: error))),
                                                            "error.detail": .string(String(describing: error))])
         return HTTPError(.internalServerError, detail: "The server could not complete the request.").response

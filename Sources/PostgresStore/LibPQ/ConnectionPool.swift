@@ -25,6 +25,10 @@ public final class ConnectionPool: Sendable {
         /// every statement on it, such as `statement_timeout`, which a transaction's own
         /// `SET LOCAL` limits override (`withTransaction(limits:)`). Nil: the server's.
         public var settings: String?
+        /// Told of every transient failure (`PostgresError.isTransient`: the database cannot
+        /// serve now) of the pool's work, and once when work succeeds again after them: for
+        /// one log line per outage rather than one per request.
+        public var healthObserver: (any DatabaseHealthObserver)?
         public init() {}
     }
 
@@ -54,6 +58,8 @@ public final class ConnectionPool: Sendable {
     private let url: String
     public let configuration: Configuration
     private let state = Mutex(State())
+    /// A transient failure came last: the next success is a recovery.
+    private let failing = Atomic(false)
 
     /// A pool for `url` (a libpq URI or `key=value` string). Connections open on demand.
     public init(url: String, configuration: Configuration = Configuration()) {
@@ -72,18 +78,40 @@ public final class ConnectionPool: Sendable {
     /// `acquireTimeout` (a readiness check must answer before its probe gives up).
     public func withConnection<T: Sendable>(waitingAtMost wait: Duration? = nil,
                                             _ body: (PooledConnection) async throws -> T) async throws -> T {
-        let connection = try await acquire(waitingAtMost: wait ?? configuration.acquireTimeout)
+        let connection: PostgresConnection
+        do {
+            connection = try await acquire(waitingAtMost: wait ?? configuration.acquireTimeout)
+        } catch {
+            observe(error)
+            throw error
+        }
         do {
             let value = try await body(PooledConnection(connection: connection))
             release(connection, reusable: true)
+            observe(nil)
             return value
         } catch let error as PostgresError where error.isConnectionFailure {
             release(connection, reusable: false)
+            observe(error)
             throw error
         } catch {
             // A connection left inside a transaction is caught at the next checkout.
             release(connection, reusable: true)
+            observe(error)
             throw error
+        }
+    }
+
+    /// Tells the health observer of a transient failure, or of the first success (or answer
+    /// refusing a statement) after one. Cheap when all is well: one atomic load.
+    private func observe(_ error: (any Error)?) {
+        guard let observer = configuration.healthObserver else { return }
+        if let failure = error as? PostgresError, failure.isTransient {
+            failing.store(true, ordering: .relaxed)
+            observer.failed(failure)
+        } else if error == nil || error is PostgresError, failing.load(ordering: .relaxed),
+                  failing.exchange(false, ordering: .relaxed) {
+            observer.recovered()
         }
     }
 
