@@ -101,8 +101,8 @@ public struct Migrator: Sendable {
                 // minutes, and a DBA's short default would fail every start); the locks they
                 // take are bounded by their own lock_timeout. The connection's own value (the
                 // pool's setting, not the server's default) comes back before it goes back.
-                let previous = try c.execute("SHOW statement_timeout")[0].string(0)
-                try c.executeScript("SET statement_timeout = 0")
+                // One statement: it runs under the old limit, which may be a DBA's 50 ms.
+                let previous = try c.execute("SELECT current_setting('statement_timeout'), set_config('statement_timeout', '0', false)")[0].string(0)
                 defer { _ = try? c.execute(Query("SELECT set_config('statement_timeout', $1, false)", [.text(previous)])) }
                 // Polled, not waited for: a waiting pg_advisory_lock holds a snapshot, which the
                 // lock holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).

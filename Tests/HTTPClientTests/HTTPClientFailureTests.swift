@@ -95,16 +95,14 @@ struct HTTPClientFailureTests {
         configuration.readTimeout = .seconds(20) // never reached between bytes
         configuration.totalTimeout = .seconds(1)
         let client = HTTPClient(configuration: configuration)
-        let started = ContinuousClock.now
         switch mode {
         case .buffered:
             let error = await #expect(throws: HTTPClientError.self) {
                 try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode)
             }
             #expect(error?.isTimeout == true, "\(String(reflecting: error))")
+            // Without the total timeout the trickle ends after 5 s with the whole body, no error.
             #expect(error.map { "\($0)" }?.contains("total timeout (1 s)") == true, "\(String(reflecting: error))")
-            // The whole trickle takes 5 s: ending sooner is the total timeout's doing.
-            #expect(ContinuousClock.now - started < .milliseconds(4800))
         case .streaming:
             #expect(try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode) == Array(body.utf8))
         }

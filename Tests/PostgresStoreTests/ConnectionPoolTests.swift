@@ -44,6 +44,46 @@ struct ConnectionPoolTests {
         #expect(try await pool.query("SELECT 1").count == 1)
     }
 
+    @Test("a new connection the server refuses (its connection limit taken) waits for one of the pool's own working connections to come free; with none working, the refusal fails at once")
+    func refusedConnectWaitsForOneThatWorks() async throws {
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
+        let admin = ConnectionPool(url: url)
+        defer { admin.close() }
+        // A role allowed one connection: the cluster's max_connections is shared by every test.
+        let role = "one_connection_\(UInt32.random(in: 0...UInt32.max))"
+        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT 1")
+        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
+        #expect(limitedURL != url)
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = 4
+        configuration.acquireTimeout = .seconds(60)
+        let pool = ConnectionPool(url: limitedURL, configuration: configuration)
+        defer { pool.close() }
+
+        let holding = Counter(), release = Counter()
+        let holder = Task {
+            try await pool.withConnection { connection in
+                _ = try await connection.query("SELECT 1")
+                holding.increment()
+                while release.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            }
+        }
+        while holding.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let second = Task { try await pool.query("SELECT 2") }
+        try await Task.sleep(for: .seconds(2)) // its connect is refused within milliseconds
+        release.increment()
+        #expect(try await second.value.first?.int(0) == 2, "refused instead of waiting for the pool's working connection")
+        try await holder.value
+
+        // Another pool holds the role's one connection: this one has none working, so the
+        // refusal is the answer, at once (as while the server is down).
+        let other = ConnectionPool(url: limitedURL, configuration: configuration)
+        defer { other.close() }
+        let started = ContinuousClock.now
+        await #expect { try await other.query("SELECT 3") } throws: { ($0 as? PostgresError)?.isConnectionFailure == true }
+        #expect(ContinuousClock.now - started < .seconds(30), "waited for the acquire timeout (60 s)")
+    }
+
     @Test("never more connections than its size, however many callers")
     func bounded() async throws {
         let pool = try await pool(size: 3)

@@ -50,6 +50,8 @@ public final class ConnectionPool: Sendable {
     private struct State {
         var idle: [PostgresConnection] = []
         var open = 0
+        /// Of `open`, the slots whose connection is being made.
+        var connecting = 0
         var waiters: [Waiter] = []
         var nextWaiter: UInt64 = 0
         var closed = false
@@ -168,30 +170,46 @@ public final class ConnectionPool: Sendable {
 
     private enum Decision { case ready(PostgresConnection), connect, wait, closed }
 
+    /// A connection within `timeout`. A new connection the server refuses while others of
+    /// the pool work (PostgreSQL's `max_connections` taken by other clients) is not the
+    /// caller's failure: it waits for one of those to come free, as for a full pool. With none
+    /// working (the server is down), the refusal fails the caller at once.
     private func acquire(waitingAtMost timeout: Duration) async throws -> PostgresConnection {
-        let decision = state.withLock { s -> Decision in
+        let deadline = ContinuousClock.now + timeout
+        var decision = state.withLock { s -> Decision in
             if s.closed { return .closed }
             if let idle = s.idle.popLast() { return .ready(idle) }
             if s.open < configuration.size { s.open += 1; return .connect }
             return .wait
         }
-        switch decision {
-        case .closed:
-            throw PostgresError.closed
-        case let .ready(connection):
-            return try await verified(connection)
-        case .connect:
-            return try await connectInSlot()
-        case .wait:
-            switch await waitForGrant(timeout: timeout) {
-            case let .connection(connection): return try await verified(connection)
-            case .slot: return try await connectInSlot()
-            case .timedOut: throw PostgresError.poolTimeout(timeout)
-            case .cancelled: throw CancellationError()
-            case .closed: throw PostgresError.closed
+        while true {
+            switch decision {
+            case .closed:
+                throw PostgresError.closed
+            case let .ready(connection):
+                return try await verified(connection)
+            case .connect:
+                do {
+                    return try await connect()
+                } catch {
+                    release(nil, reusable: false)
+                    guard error is PostgresError, othersWork, ContinuousClock.now < deadline else { throw error }
+                    decision = .wait
+                }
+            case .wait:
+                switch await waitForGrant(timeout: max(.zero, deadline - ContinuousClock.now)) {
+                case let .connection(connection): return try await verified(connection)
+                case .slot: decision = .connect
+                case .timedOut: throw PostgresError.poolTimeout(timeout)
+                case .cancelled: throw CancellationError()
+                case .closed: throw PostgresError.closed
+                }
             }
         }
     }
+
+    /// Whether connections of the pool are made and open (idle or lent out).
+    private var othersWork: Bool { state.withLock { $0.open > $0.connecting } }
 
     /// `connection` if the server has not closed it, else a new one in its slot. The
     /// connection is idle and ours alone, and the check never blocks (a zero-timeout `poll`),
@@ -219,8 +237,8 @@ public final class ConnectionPool: Sendable {
         // A Dispatch timer, not a task: the deadline must hold even when the Swift
         // concurrency pool is busy (a sleeping task could wake seconds late under load).
         let timer = DispatchWorkItem { [weak self] in self?.removeWaiter(id)?.resume(returning: .timedOut) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000
-            + timeout.components.attoseconds / 1_000_000_000_000_000)), execute: timer)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(timeout.components.seconds) * 1_000_000_000
+            + Int(timeout.components.attoseconds / 1_000_000_000)), execute: timer)
         defer { timer.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
@@ -263,6 +281,8 @@ public final class ConnectionPool: Sendable {
     }
 
     private func connect() async throws -> PostgresConnection {
+        state.withLock { $0.connecting += 1 }
+        defer { state.withLock { $0.connecting -= 1 } }
         let url = self.url, seconds = configuration.connectTimeoutSeconds, settings = configuration.settings
         // A thread of its own: PQconnectdb blocks up to the connect timeout, and on Linux a
         // blocked Dispatch global-queue thread is not replaced, so connects to a database
