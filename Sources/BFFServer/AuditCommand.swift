@@ -44,7 +44,11 @@ struct AuditCommand: AsyncParsableCommand {
                         + "write stalled past 2 minutes holds the export's bound back\n").utf8))
                 }
                 next = try await AuditEventExport.export(from: store, since: start) { lines in
-                    FileHandle.standardOutput.write(Data(lines.utf8))
+                    do {
+                        try FileHandle.standardOutput.write(contentsOf: Data(lines.utf8))
+                    } catch {
+                        throw OutputFailure(cause: error)
+                    }
                 }
             } catch {
                 FileHandle.standardError.write(Data("smart-bff: \(StartupFailure.line(for: error))\n".utf8))
@@ -55,4 +59,11 @@ struct AuditCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("next --since: \(next.iso8601)\n".utf8))
         }
     }
+}
+
+/// The export's standard output did not take a write (a full disk, a closed file).
+struct OutputFailure: Error, CustomStringConvertible {
+    let cause: any Error
+
+    var description: String { "cannot write the export to standard output: \((cause as NSError).localizedDescription)" }
 }

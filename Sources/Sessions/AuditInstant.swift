@@ -44,13 +44,12 @@ public struct AuditInstant: Sendable, Hashable, Comparable, CustomStringConverti
             + ".\(pad(micros % 1_000_000, 6))Z"
     }
 
-    /// An ISO 8601 date and time with its zone, as `--since` takes it: the forms
-    /// `ISO8601DateFormatter` reads (`2026-11-01T00:00:00Z`, `2026-11-01T01:00:00+01:00`), each
+    /// An ISO 8601 date and time with its zone, as `--since` takes it (RFC 3339:
+    /// `2026-11-01T00:00:00Z`, `2026-11-01T01:00:00+01:00`), each
     /// also with a fraction of a second (`.5`, `.123456`); digits beyond the microsecond are
     /// dropped (rounded down). Nil for anything else.
     public init?(iso8601 text: String) {
-        // The fraction is taken out and added exactly: the formatter reads whole seconds only
-        // (and a Date would not keep every microsecond).
+        // The fraction is taken out and added exactly (a Date would not keep every microsecond).
         var whole = text
         var fraction: Int64 = 0
         if let t = text.firstIndex(where: { $0 == "T" || $0 == "t" }), let dot = text[t...].firstIndex(of: ".") {
@@ -59,37 +58,58 @@ public struct AuditInstant: Sendable, Hashable, Comparable, CustomStringConverti
             fraction = Int64(String(digits.prefix(6)).padding(toLength: 6, withPad: "0", startingAt: 0))!
             whole = String(text[..<dot] + text[digits.endIndex...])
         }
-        // The formatter rolls an impossible date over (February 30th to March 2nd): refused.
-        guard AuditInstant.hasValidCalendarFields(whole), let date = ISO8601DateFormatter().date(from: whole) else { return nil }
-        self.init(microsecondsSince1970: Int64(date.timeIntervalSince1970.rounded()) * 1_000_000 + fraction)
+        // Read field by field: no date is rolled over (February 30th to March 2nd), and the
+        // calendar is the proleptic Gregorian one `iso8601` prints (a formatter's switches to
+        // the Julian before 1582).
+        guard let seconds = AuditInstant.secondsSince1970(whole), seconds >= AuditInstant.firstSecondOfYear1 else { return nil }
+        self.init(microsecondsSince1970: seconds * 1_000_000 + fraction)
     }
 
-    /// Whether `YYYY-MM-DDThh:mm:ss…` names a real day and time (a leap second, :60, is let
-    /// through for the formatter to judge).
-    private static func hasValidCalendarFields(_ text: String) -> Bool {
-        let digits = Array(text.utf8.prefix(19))
-        guard digits.count == 19 else { return false }
-        func number(_ range: Range<Int>) -> Int? {
-            var n = 0
-            for b in digits[range] { guard b >= 0x30, b <= 0x39 else { return nil }; n = n * 10 + Int(b - 0x30) }
+    /// 0001-01-01T00:00:00Z, in seconds since 1970: the trail's timestamps have no year 0.
+    static let firstSecondOfYear1: Int64 = -62_135_596_800
+
+    /// `YYYY-MM-DDThh:mm:ss` and a zone (`Z`, or an offset of at most 23:59, RFC 3339 §5.6)
+    /// as seconds since 1970, if it names a real day and time (no leap second) and nothing
+    /// follows the zone.
+    private static func secondsSince1970(_ text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+              bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t"),
+              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":") else { return nil }
+        func number(_ range: Range<Int>) -> Int64? {
+            var n: Int64 = 0
+            for b in bytes[range] { guard b >= 0x30, b <= 0x39 else { return nil }; n = n * 10 + Int64(b - 0x30) }
             return n
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else { return false }
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else { return nil }
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        // Then the zone and nothing else: Z, or an offset of at most 23:59 (RFC 3339 §5.6).
-        let zone = Array(text.utf8.dropFirst(19))
-        let zoneValid: Bool
-        if zone == [UInt8(ascii: "Z")] || zone == [UInt8(ascii: "z")] {
-            zoneValid = true
-        } else if zone.count == 6, zone[0] == UInt8(ascii: "+") || zone[0] == UInt8(ascii: "-"), zone[3] == UInt8(ascii: ":"),
-                  zone[1...2].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), zone[4...5].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
-            zoneValid = Int(zone[1] - 0x30) * 10 + Int(zone[2] - 0x30) <= 23 && zone[4] <= UInt8(ascii: "5")
-        } else {
-            zoneValid = false
+        let monthLengths: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...12).contains(month), (1...monthLengths[Int(month) - 1]).contains(day), hour <= 23, minute <= 59, second <= 59 else {
+            return nil
         }
-        return zoneValid && (1...12).contains(month) && (1...days[month - 1]).contains(day) && hour <= 23 && minute <= 59 && second <= 60
+        let zone = bytes[19...]
+        var offset: Int64 = 0
+        if zone.count == 1 && (zone.first == UInt8(ascii: "Z") || zone.first == UInt8(ascii: "z")) {
+            offset = 0
+        } else if zone.count == 6, zone.first == UInt8(ascii: "+") || zone.first == UInt8(ascii: "-"), bytes[22] == UInt8(ascii: ":"),
+                  let hours = number(20..<22), let minutes = number(23..<25), hours <= 23, minutes <= 59 {
+            offset = (hours * 3600 + minutes * 60) * (zone.first == UInt8(ascii: "-") ? -1 : 1)
+        } else {
+            return nil
+        }
+        return days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset
+    }
+
+    /// Days from 1970-01-01 to `year-month-day` (proleptic Gregorian; Howard Hinnant's
+    /// `days_from_civil`).
+    private static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
     }
 
     /// Year, month and day of the day `days` after 1970-01-01 (proleptic Gregorian; Howard

@@ -2,6 +2,7 @@ import BFF
 import BFFTesting
 import Foundation
 import JSON
+import PostgresStore
 import Sessions
 import Testing
 
@@ -74,6 +75,29 @@ struct AuditExportTests {
         #expect(again.isEmpty, "delivered twice")
     }
 
+    @Test("an export whose output cannot take it (a full disk) ends with one clear line and exit 1, and prints no next --since to resume from")
+    func exportToFullOutput() async throws {
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        try await database.store.appendAudit([entry("/Patient/a", at: Date())])
+        // Stored 10 minutes ago: past the 2 minutes an export leaves to writes still committing.
+        try await database.pool.query("UPDATE audit_events SET recorded_at = now() - interval '10 minutes'")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+        process.arguments = ["audit", "export"]
+        process.environment = ["DATABASE_URL": database.url, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
+        process.standardOutput = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let text = try await runDetached { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1, "\(text)")
+        #expect(text.contains("cannot write the export to standard output"), "\(text)")
+        #expect(!text.contains("next --since") && !text.contains("Fatal error"), "\(text)")
+    }
+
     @Test("--since takes the printed bound back exactly, fractions of a second included, and the forms it took before")
     func sinceParsing() async throws {
         let micros = { (text: String) in AuditInstant(iso8601: text)?.microsecondsSince1970 }
@@ -85,12 +109,18 @@ struct AuditExportTests {
         #expect(micros("2026-11-25T17:40:00+01:00") == 1_795_624_800_000_000)
         // Impossible dates and times are refused, not rolled over (February 30th to March 2nd).
         #expect(micros("2028-02-29T00:00:00Z") != nil)
+        #expect(micros("0001-01-01T00:00:00Z") == -62_135_596_800_000_000)
+        // The calendar it prints (proleptic Gregorian) is the one it reads, before 1582 too.
+        #expect(AuditInstant(iso8601: "1000-03-01T12:00:00Z")?.iso8601 == "1000-03-01T12:00:00.000000Z")
+        #expect(micros("2026-11-25T16:40:60Z") == nil) // no leap second
         for bad in ["2026-11-25T16:40:00.Z", "2026-11-25 16:40", "yesterday", "2026-11-25T16:40:00.12a3Z", "",
                     "2030-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z", "2026-13-01T00:00:00Z",
                     "2026-04-31T00:00:00.5Z", "2026-11-25T24:00:00Z", "2026-11-25T16:60:00Z",
                     // Only a zone may follow: nothing after it, and no offset past 23:59.
                     "2099-01-01T00:00:00Zjunk", "2099-01-01T00:00:00+25:00", "2099-01-01T00:00:00+01:60", "2099-01-01T00:00:00",
-                    "2099-01-01T00:00:00+0100", "2099-01-01T00:00:00.5Z "] {
+                    "2099-01-01T00:00:00+0100", "2099-01-01T00:00:00.5Z ",
+                    // No year 0, which PostgreSQL refuses (it was a database error, exit 1).
+                    "0000-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00"] {
             #expect(AuditInstant(iso8601: bad) == nil, "\(bad)")
         }
         let printed = AuditInstant(microsecondsSince1970: 1_795_624_800_123_456)
