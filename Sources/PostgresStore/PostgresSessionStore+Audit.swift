@@ -81,7 +81,7 @@ extension PostgresSessionStore {
 
     /// Audit rows go in with binary `COPY`: at a batch of 200 rows per flush, the many-row
     /// `INSERT` it replaces cost PostgreSQL about 14 µs of CPU per proxied request.
-    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes, text_escaped) FROM STDIN (FORMAT binary)"
+    static let auditCopy = "COPY audit_events (at, launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes, text_escaped, broken_off) FROM STDIN (FORMAT binary)"
 
     /// Inside a transaction: copies `entries` under a savepoint; if the server refuses their
     /// values, rolls back to it and copies each half the same way, a lone entry escaped.
@@ -111,7 +111,7 @@ extension PostgresSessionStore {
     private static func auditRows(_ entries: ArraySlice<AuditEntry>) -> BinaryCopyRows {
         var rows = BinaryCopyRows(reservingCapacity: entries.count * 256)
         for e in entries {
-            rows.beginRow(fields: 11)
+            rows.beginRow(fields: 12)
             rows.append(timestamp: e.at)
             rows.append(e.launchHash)
             rows.append(e.iss)
@@ -123,6 +123,7 @@ extension PostgresSessionStore {
             rows.append(int32: Int32(clamping: e.upstreamStatus))
             rows.append(int64: Int64(e.bytes))
             rows.append(bool: e.textEscaped)
+            rows.append(bool: e.brokenOff)
         }
         return rows
     }

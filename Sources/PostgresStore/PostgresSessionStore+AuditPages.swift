@@ -118,14 +118,14 @@ extension PostgresSessionStore {
 
     private static let auditColumns = """
         id, extract(epoch from at), launch_hash, iss, sub, fhir_user, patient, method, path, upstream_status, bytes, text_escaped,
-        (extract(epoch from at) * 1000000)::bigint, (extract(epoch from recorded_at) * 1000000)::bigint
+        (extract(epoch from at) * 1000000)::bigint, (extract(epoch from recorded_at) * 1000000)::bigint, broken_off
         """
 
     private static func auditEntry(_ r: PostgresRow) throws -> (entry: AuditEntry, key: AuditKey) {
         let recordedAt = AuditInstant(microsecondsSince1970: Int64(try r.int(13)))
         let entry = AuditEntry(id: Int64(try r.int(0)), at: try r.date(1), launchHash: try r.string(2), iss: try r.string(3), sub: try r.string(4),
                                fhirUser: r[5], patient: r[6], method: try r.string(7), pathAndQuery: try r.string(8),
-                               upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)), textEscaped: try r.bool(11), recordedAt: recordedAt)
+                               upstreamStatus: try r.int(9), bytes: Int64(try r.int(10)), textEscaped: try r.bool(11), brokenOff: try r.bool(14), recordedAt: recordedAt)
         return (entry, AuditKey(recordedAt: recordedAt, at: AuditInstant(microsecondsSince1970: Int64(try r.int(12))), id: Int64(try r.int(0))))
     }
 }

@@ -110,6 +110,10 @@ public struct AuditEntry: Sendable, Equatable {
     /// The text fields were stored percent-escaped because the database refused them as
     /// they were (see `SessionStore.appendAudit`).
     public var textEscaped: Bool
+    /// The response did not reach the browser whole: the EHR's body broke off or stalled,
+    /// the browser left, or the BFF refused what the EHR sent. `upstreamStatus` is still the
+    /// EHR's, and `bytes` what was passed on.
+    public var brokenOff: Bool
     /// When the store wrote the entry (its clock at the start of the write; nil until then;
     /// the entries of one write share it). `at` is when the EHR's
     /// answer arrived: the entry is stored after the body streamed, and after any retries
@@ -118,7 +122,7 @@ public struct AuditEntry: Sendable, Equatable {
 
     public init(id: Int64? = nil, at: Date, launchHash: String, iss: String, sub: String, fhirUser: String?, patient: String?,
                 method: String, pathAndQuery: String, upstreamStatus: Int, bytes: Int64, textEscaped: Bool = false,
-                recordedAt: AuditInstant? = nil) {
+                brokenOff: Bool = false, recordedAt: AuditInstant? = nil) {
         self.id = id
         self.at = at
         self.launchHash = launchHash
@@ -131,6 +135,7 @@ public struct AuditEntry: Sendable, Equatable {
         self.upstreamStatus = upstreamStatus
         self.bytes = bytes
         self.textEscaped = textEscaped
+        self.brokenOff = brokenOff
         self.recordedAt = recordedAt
     }
 }

@@ -87,7 +87,7 @@ struct AuditExportTests {
             .deletingLastPathComponent().appendingPathComponent("smart-bff")
         process.arguments = ["audit", "export"]
         process.environment = ["DATABASE_URL": database.url, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
-        process.standardOutput = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
         let errors = Pipe()
         process.standardError = errors
         try process.run()

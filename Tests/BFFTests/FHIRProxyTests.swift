@@ -239,7 +239,7 @@ struct FHIRProxyTests {
         #expect(await h.sandbox.state.streamsCutShort == 0)
     }
 
-    @Test("an upstream that closes mid-body never looks like a complete 200, and the metrics count each as truncated")
+    @Test("an upstream that closes mid-body never looks like a complete 200, and the metrics count each as truncated; the audit trail and its export say each read broke off (outcome 8), not a success")
     func truncated() async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
@@ -255,6 +255,18 @@ struct FHIRProxyTests {
         let metrics = try await browser.request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_upstream_errors_total{kind=\"truncated\"} 2"),
                 "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
+        await h.sandbox.state.setCloseMidBody(false)
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+
+        await h.bff.services.audit.flush()
+        let trail = try await h.database.store.auditEntries(since: nil)
+        #expect(trail.map(\.brokenOff) == [true, true, false], "\(trail.map { ($0.pathAndQuery, $0.brokenOff, $0.bytes) })")
+        #expect(trail.count == 3 && trail[0].bytes == 0 && trail[1].bytes > 0 && trail[1].bytes < 4_000_000)
+        var lines = ""
+        _ = try await AuditEventExport.export(from: h.database.store, since: nil, settle: .zero) { lines += $0 }
+        let events = try lines.split(separator: "\n").map { try JSONParser.parse(Array($0.utf8)) }
+        #expect(events.map { $0["outcome"]?.stringValue } == ["8", "8", "0"])
+        #expect(events.first?["outcomeDesc"]?.stringValue == "upstream HTTP 200; the response broke off, 0 bytes passed on")
     }
 
     @Test("an EHR that redirects a read outside its FHIR base: 502, no Location passed on, the read audited, counted as a redirect",

@@ -80,8 +80,8 @@ public enum AuditEventExport {
             "type": ["system": "http://terminology.hl7.org/CodeSystem/audit-event-type", "code": "rest", "display": "RESTful Operation"],
             "subtype": [["system": "http://hl7.org/fhir/restful-interaction", "code": .string(interaction.code)]],
             "action": .string(interaction.isRead ? "R" : "E"), "recorded": .string(formatter.string(from: e.at)),
-            "outcome": .string(outcome(upstreamStatus: e.upstreamStatus)),
-            "outcomeDesc": .string(e.upstreamStatus == 0 ? "no answer from the EHR" : "upstream HTTP \(e.upstreamStatus)"),
+            "outcome": .string(e.brokenOff ? "8" : outcome(upstreamStatus: e.upstreamStatus)),
+            "outcomeDesc": .string(outcomeDescription(e)),
             "agent": [agent],
             "source": ["observer": ["display": "smart-bff"], "type": [["system": "http://terminology.hl7.org/CodeSystem/security-source-type", "code": "4", "display": "Application Server"]]],
             "entity": .array(entities),
@@ -107,7 +107,15 @@ public enum AuditEventExport {
     /// the entity's `launch` detail).
     public static let launchIdentifierSystem = "https://smart-bff.dev/fhir/launch-sha256"
 
-    /// AuditEvent.outcome: success below 400, minor failure for 4xx, serious failure for
+    /// What the EHR answered, and whether the browser got it whole.
+    static func outcomeDescription(_ e: AuditEntry) -> String {
+        guard e.upstreamStatus != 0 else { return "no answer from the EHR" }
+        let answer = "upstream HTTP \(e.upstreamStatus)"
+        return e.brokenOff ? answer + "; the response broke off, \(e.bytes) bytes passed on" : answer
+    }
+
+    /// AuditEvent.outcome (a read whose response broke off is a serious failure whatever the
+    /// EHR's status): success below 400, minor failure for 4xx, serious failure for
     /// 5xx and for no answer at all (status 0).
     static func outcome(upstreamStatus status: Int) -> String {
         switch status {

@@ -43,7 +43,7 @@ struct FHIRProxy: Sendable {
         var (upstream, askedAt) = try await send(request, launch: launch, url: url, target: target, token: token)
         if upstream.status == 401 {
             // The EHR was asked and refused: in the trail as it was, whatever the refresh brings.
-            auditRecorder(request: request, launch: launch, target: target, status: upstream.status, at: askedAt)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: upstream.status, at: askedAt).complete(0)
             upstream.body.cancel()
             // Once: the EHR may have ended the token early.
             let tokens = try await refresher.tokens(for: launch, staleVersion: version)
@@ -162,7 +162,7 @@ struct FHIRProxy: Sendable {
         } catch {
             // Never sent: this launch's own reads kept it waiting, not the EHR.
             if error.isShareBusy { throw Problems.tooManyReads() }
-            auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer, at: askedAt)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer, at: askedAt).complete(0)
             if Task.isCancelled { throw CancellationError() } // the browser went: no fault of the EHR's
             services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
             if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, detail: error.debugDescription, now: services.now()) }
@@ -178,7 +178,7 @@ struct FHIRProxy: Sendable {
         }
         if Task.isCancelled { // the browser went as the head came: nothing more is read
             response.body.cancel()
-            auditRecorder(request: request, launch: launch, target: target, status: response.status, at: askedAt)(0)
+            auditRecorder(request: request, launch: launch, target: target, status: response.status, at: askedAt).brokenOff(after: 0)
             throw CancellationError()
         }
         return (response, askedAt)
@@ -238,14 +238,14 @@ struct FHIRProxy: Sendable {
         let body = upstream.body
         if FHIRProxy.redirects.contains(upstream.status), response.headers["Location"] == nil {
             body.cancel()
-            audit(0)
+            audit.brokenOff(after: 0)
             services.metrics.recordUpstreamError("redirect")
             throw Problems.upstream(.badGateway, "The EHR redirected the read outside its FHIR base, where the BFF sends no browser.")
         }
         let bodyless = request.method == "HEAD" || upstream.status == 204 || upstream.status == 304
         if bodyless {
             body.cancel()
-            audit(0)
+            audit.complete(0)
             // HEAD keeps the upstream length (when the body would not be rewritten); no bytes follow.
             response.body = .stream(length: request.method == "HEAD" && !rewrite ? FHIRProxy.lengthOfGET(upstream) : nil) { _ in }
             return response
@@ -258,20 +258,20 @@ struct FHIRProxy: Sendable {
             // Content-Encoding (not a header the front end gets) it would look like a corrupt
             // resource, and the URL rewriting could not read it.
             body.cancel()
-            audit(0)
+            audit.brokenOff(after: 0)
             services.metrics.recordUpstreamError("encoding")
             throw Problems.upstream(.badGateway, "The EHR sent a content coding that was not asked for.")
         }
         if let declared, declared <= FHIRProxy.bufferLimit {
             let bytes: [UInt8]
             do { bytes = try await body.collect(limit: FHIRProxy.bufferLimit) } catch {
-                audit(0)
+                audit.brokenOff(after: 0)
                 if Task.isCancelled { throw CancellationError() }
                 services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
                 if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR stopped sending its response.") }
                 throw Problems.upstream(.badGateway, "The EHR's response ended early.")
             }
-            audit(Int64(bytes.count))
+            audit.complete(Int64(bytes.count))
             response.body = .bytes(mask.masked(whole: rewrite ? rewriter.rewrite(whole: bytes) : bytes))
             return response
         }
@@ -285,7 +285,7 @@ struct FHIRProxy: Sendable {
                 }
                 if rewrite { try await writer.write(mask.masked(rewriter.finish())) }
                 try await writer.write(mask.finish())
-                audit(bytes)
+                audit.complete(bytes)
             } catch {
                 // The EHR's side failed, or, while a write to a browser that took nothing
                 // waited, its transfer was given up as stalled. (A write to a browser that has
@@ -295,7 +295,7 @@ struct FHIRProxy: Sendable {
                     services.metrics.recordUpstreamError(FHIRProxy.errorKind(failure))
                 }
                 body.cancel()
-                audit(bytes)
+                audit.brokenOff(after: bytes)
                 throw error // the connection closes without completing the message
             }
         }
@@ -332,17 +332,33 @@ struct FHIRProxy: Sendable {
 
     private static let json: [UInt8] = Array("json".utf8)
 
-    /// Records the PHI access audit entry once the body is through.
+    /// The PHI access audit entry of a read, recorded once its response is through.
     /// `target`: the path and query the EHR was asked for; `at`: when it was asked.
-    private func auditRecorder(request: Request, launch: LaunchRecord, target: String, status: Int, at: Date) -> @Sendable (Int64) -> Void {
-        let entry = AuditEntry(at: at, launchHash: launch.idHash, iss: launch.iss, sub: launch.sub, fhirUser: launch.fhirUser,
-                               patient: launch.patient, method: request.method,
-                               pathAndQuery: target,
-                               upstreamStatus: status, bytes: 0)
-        let writer = services.audit
-        return { bytes in
+    private func auditRecorder(request: Request, launch: LaunchRecord, target: String, status: Int, at: Date) -> PendingAuditEntry {
+        PendingAuditEntry(entry: AuditEntry(at: at, launchHash: launch.idHash, iss: launch.iss, sub: launch.sub, fhirUser: launch.fhirUser,
+                                            patient: launch.patient, method: request.method, pathAndQuery: target,
+                                            upstreamStatus: status, bytes: 0),
+                          writer: services.audit)
+    }
+
+    /// A read's audit entry, waiting for how its response ended.
+    struct PendingAuditEntry: Sendable {
+        let entry: AuditEntry
+        let writer: AuditWriter
+
+        /// The exchange ended as it should: the response reached the browser whole, `bytes` of
+        /// body (none for a HEAD or a 304); or the EHR's 401 was answered by a refresh and a
+        /// second read; or there was no answer at all (status 0), nothing to break off.
+        func complete(_ bytes: Int64) { record(bytes, brokenOff: false) }
+
+        /// The response did not reach the browser whole: it broke off after `bytes`, the
+        /// browser left, or the BFF refused what the EHR sent.
+        func brokenOff(after bytes: Int64) { record(bytes, brokenOff: true) }
+
+        private func record(_ bytes: Int64, brokenOff: Bool) {
             var e = entry
             e.bytes = bytes
+            e.brokenOff = brokenOff
             writer.record(e)
         }
     }
