@@ -17,7 +17,7 @@ struct OperationsHandlers: Sendable {
             return ["iss": .string(iss), "discovery": .string(s?.discovery ?? "not yet"), "jwks": .string(s?.jwks ?? "not yet"),
                     "checked_at": s?.checkedAt.map { .string(SessionHandlers.timestamp($0)) } ?? .null]
         }
-        let ready = database != .down && migrations == .current
+        let ready = (database == .up || database == .busy) && migrations == .current
         let body: JSONValue = ["status": .string(ready ? "ready" : "unavailable"), "database": .string(database.rawValue),
                                "migrations": .string(migrations.rawValue), "issuers": .array(issuers)]
         return SessionHandlers.noStore(.json(body.bytes, status: ready ? .ok : .serviceUnavailable))

@@ -2,8 +2,8 @@ import Foundation
 import PostgresStore
 import Synchronization
 
-/// What `/readyz` checks: the database answers and no migration is pending. One check runs
-/// at a time, and its result serves every caller for a second.
+/// What `/readyz` checks: the database answers, takes writes, and no migration is pending.
+/// One check runs at a time, and its result serves every caller for a second.
 public final class Readiness: Sendable {
     public let pool: ConnectionPool
     public let migrator: Migrator
@@ -23,8 +23,13 @@ public final class Readiness: Sendable {
 
     /// `busy`: the database answers, but no pooled connection came free in time (every one is
     /// in use). Not a reason to take the instance out of service: under load, every instance
-    /// on the database would be taken out at once.
-    public enum Database: String, Sendable { case up, busy, down }
+    /// on the database would be taken out at once. `readOnly`: it answers but takes no writes
+    /// (a standby; a primary demoted in a failover that this instance still reaches): no
+    /// sign-in, no audit entry can be stored.
+    public enum Database: String, Sendable {
+        case up, busy, down
+        case readOnly = "read-only"
+    }
     public enum Migrations: String, Sendable { case current, behind, unknown }
     public typealias Status = (database: Database, migrations: Migrations)
 
@@ -35,7 +40,9 @@ public final class Readiness: Sendable {
                 let pending = try await self.migrator.pendingCount(self.pool, waitingAtMost: Readiness.poolWait)
                 let migrations: Migrations = pending == 0 ? .current : .behind
                 self.lastMigrations.withLock { $0 = migrations }
-                return (.up, migrations)
+                let readOnly = try await self.pool.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",
+                                                         waitingAtMost: Readiness.poolWait)
+                return (try readOnly.first?.bool(0) == true ? .readOnly : .up, migrations)
             } catch let error as PostgresError where error.isPoolTimeout {
                 return (.busy, self.lastMigrations.withLock { $0 })
             } catch {

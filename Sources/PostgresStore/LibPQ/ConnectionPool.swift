@@ -92,7 +92,9 @@ public final class ConnectionPool: Sendable {
             release(connection, reusable: true)
             observe(nil)
             return value
-        } catch let error as PostgresError where error.isConnectionFailure {
+        } catch let error as PostgresError where error.isConnectionFailure || error.isReadOnly {
+            // Read-only: a standby, or a primary demoted in a failover; a new connection may
+            // reach the new primary (the host name moved), where this one never will.
             release(connection, reusable: false)
             observe(error)
             throw error

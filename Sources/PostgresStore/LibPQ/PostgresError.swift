@@ -76,8 +76,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var isTransient: Bool {
         if isConnectionFailure || isPoolTimeout || isServerGone || isLockTimeout { return true }
         guard let sqlState else { return false }
-        return sqlState == "25006" || sqlState.hasPrefix("53") || sqlState == "40001" || sqlState == "40P01"
+        return isReadOnly || sqlState.hasPrefix("53") || sqlState == "40001" || sqlState == "40P01"
     }
+    /// SQLSTATE 25006 (read_only_sql_transaction): a write on a server that takes none.
+    public var isReadOnly: Bool { sqlState == "25006" }
     /// SQLSTATE 23505 (unique_violation).
     public var isUniqueViolation: Bool { sqlState == "23505" }
     /// A lock wait or a statement ended by `lock_timeout` (55P03) or `statement_timeout` (57014).
