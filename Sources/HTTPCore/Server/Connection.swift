@@ -65,10 +65,17 @@ final class Connection: @unchecked Sendable {
     private var answerGoesNowhere = false
     let remoteAddress: String
 
-    /// Output waiting for the socket beyond which a streaming producer waits, and pipelined
-    /// requests wait unparsed, until the client has read more.
+    /// Output waiting for the socket beyond which a streaming producer waits until the client
+    /// has read more.
     static let highWater = 256 * 1024
-    static let maxBufferedInput = 64 * 1024
+    /// Output waiting for the socket beyond which pipelined requests wait unparsed until the
+    /// client has read more. Small: a client that pipelines requests and reads nothing (an
+    /// attacker with many connections) makes the server hold this much per connection, not
+    /// `highWater`; one that reads loses nothing.
+    static let pipelineHighWater = 32 * 1024
+    /// Input read ahead of the request in progress (or of answers waiting for the client)
+    /// at most; the kernel holds the rest.
+    static let maxBufferedInput = 16 * 1024
     static let lingerSeconds = 5.0
 
     init(fd: Int32, loop: EventLoop, server: HTTPServer) {
@@ -100,7 +107,7 @@ final class Connection: @unchecked Sendable {
     /// The client is not reading its responses fast enough: no more requests are answered
     /// until it does, so that a client pipelining requests without reading cannot make the
     /// server hold their responses without limit.
-    private var outputBacklogged: Bool { pendingOutput >= Connection.highWater }
+    private var outputBacklogged: Bool { pendingOutput >= Connection.pipelineHighWater }
 
     private func readAvailable() {
         guard phase != .closed else { return }
@@ -108,12 +115,15 @@ final class Connection: @unchecked Sendable {
             discardInput()
             return
         }
-        if (phase != .reading || outputBacklogged) && input.count > Connection.maxBufferedInput {
-            // Enough is buffered behind the request in progress; let the kernel hold the rest.
+        // Behind a request in progress, or answers the client has not read, only so much is
+        // read ahead; the kernel holds the rest.
+        let readingAhead = phase != .reading || outputBacklogged
+        if readingAhead && input.count >= Connection.maxBufferedInput {
             updateInterest()
             return
         }
-        switch Socket.read(fd, into: loop.scratch) {
+        let room = readingAhead ? min(loop.scratch.count, Connection.maxBufferedInput - input.count) : loop.scratch.count
+        switch Socket.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: loop.scratch[0..<room])) {
         case .wouldBlock:
             return
         case .closed:
@@ -431,7 +441,7 @@ final class Connection: @unchecked Sendable {
         guard phase != .closed else { return }
         var events: UInt32 = 0
         let readPaused = phase == .closing
-            || ((phase != .reading || outputBacklogged) && input.count > Connection.maxBufferedInput)
+            || ((phase != .reading || outputBacklogged) && input.count >= Connection.maxBufferedInput)
         if !peerClosed && !readPaused { events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if outputOffset < output.count { events |= EPOLLOUT.rawValue }
         if events != registeredEvents {

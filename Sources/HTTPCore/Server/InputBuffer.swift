@@ -5,6 +5,9 @@
 struct InputBuffer {
     private var storage: [UInt8] = []
     private var start = 0
+    /// Storage up to this size stays with an idle connection; more (a large request once)
+    /// goes, so that thousands of keep-alive connections do not each keep their largest read.
+    static let keptCapacity = 16 * 1024
 
     var isEmpty: Bool { start == storage.count }
     var count: Int { storage.count - start }
@@ -22,8 +25,8 @@ struct InputBuffer {
     mutating func removeFirst(_ n: Int) {
         precondition(n <= count, "taking more input than there is")
         start += n
-        if start == storage.count { // all taken: the storage is kept for the next read
-            storage.removeAll(keepingCapacity: true)
+        if start == storage.count { // all taken: the storage is kept for the next read, unless large
+            storage.removeAll(keepingCapacity: storage.capacity <= InputBuffer.keptCapacity)
             start = 0
         }
     }
