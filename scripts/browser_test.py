@@ -87,6 +87,13 @@ try:
     call("POST", f"{s}/element/{find('#ehr-launch')}/click", {})
     wait_text("#banner", lambda t: "Daniel Reyes" in t)
     (out / "demo-ehr-launch.png").write_bytes(base64.b64decode(call("GET", s + "/screenshot")["value"]))
+    # An injected inline handler (what an XSS would add) does not run: the page's own inline
+    # script and style are allowed by their hashes, not by 'unsafe-inline'.
+    call("POST", s + "/execute/sync", {"args": [], "script":
+         "document.body.insertAdjacentHTML('beforeend', '<img src=\"/nothing-here\" onerror=\"document.title=\\'injected\\'\">');"})
+    time.sleep(1)
+    title = call("GET", s + "/title")["value"]
+    assert title != "injected", "an injected inline handler ran: the demo's CSP allows inline script"
     # A read that fails once signed in (an EHR outage: the BFF's 502 problem) is shown, not a
     # page left half drawn. The outage is simulated in the page's fetch, for /fhir/ alone, by a
     # script that runs before the page's own on the next load (Chromium's DevTools protocol).

@@ -58,9 +58,9 @@ struct DemoCommand: AsyncParsableCommand {
         OpenFileLimit.raiseToHardLimit() // thousands of connections, each a descriptor
         var options = BFFRuntime.Options()
         options.openAPI = Resources.openAPI() ?? Resources.stubOpenAPI
-        let page = Response(status: .ok, contentType: "text/html; charset=utf-8",
-                            body: Array(DemoPage.html(ehrLaunchURL: sandbox.ehrLaunchURL(app: publicURL + "/launch", patient: "pat-2")).utf8),
-                            headers: ["Cache-Control": "no-store", "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'"])
+        let html = DemoPage.html(ehrLaunchURL: sandbox.ehrLaunchURL(app: publicURL + "/launch", patient: "pat-2"))
+        let page = Response(status: .ok, contentType: "text/html; charset=utf-8", body: Array(html.utf8),
+                            headers: ["Cache-Control": "no-store", "Content-Security-Policy": DemoPage.contentSecurityPolicy(of: html)])
         options.extraRoutes = { router in router.onImmediate("GET", "/") { _ in page } }
         let runtime: BFFRuntime
         do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {

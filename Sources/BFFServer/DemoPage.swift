@@ -1,9 +1,29 @@
+import Cryptography
+import Foundation
+
 /// The demo front end served at `/` by `smart-bff demo`: one static page, no build step.
 /// It is the example front-end developers copy: it never sees a token, sends `X-CSRF: 1`
 /// and `X-BFF-Launch` on every call, and follows FHIR paging through the BFF.
 enum DemoPage {
     static func html(ehrLaunchURL: String) -> String {
         template.replacingOccurrences(of: "{{EHR_LAUNCH_URL}}", with: ehrLaunchURL)
+    }
+
+    /// The Content-Security-Policy of `page` (what `html` made): its one inline script and one
+    /// inline style are allowed by their SHA-256 hashes (no `'unsafe-inline'`: a script
+    /// injected into the page would not run), it loads nothing from elsewhere, and no other
+    /// site may frame it.
+    static func contentSecurityPolicy(of page: String) -> String {
+        "default-src 'self'; script-src \(hashSource(of: "script", in: page)); style-src \(hashSource(of: "style", in: page)); "
+            + "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    }
+
+    /// `'sha256-…'` of the text inside `page`'s `<element>` (a CSP Level 2 hash source).
+    private static func hashSource(of element: String, in page: String) -> String {
+        guard let open = page.range(of: "<\(element)>"), let close = page.range(of: "</\(element)>", range: open.upperBound..<page.endIndex) else {
+            preconditionFailure("the demo page has no <\(element)>")
+        }
+        return "'sha256-" + Data(SHA256.hash(String(page[open.upperBound..<close.lowerBound]))).base64EncodedString() + "'"
     }
 
     static let template = #"""
