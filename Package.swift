@@ -76,7 +76,7 @@ let package = Package(
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: swiftSettings),
         .target(name: "BFFTesting",
-                dependencies: ["CLibSSL", "HTTPCore", "PostgresStore", "Sessions", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["CLibSSL", "Cryptography", "HTTPCore", "PostgresStore", "Sessions", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swiftSettings),

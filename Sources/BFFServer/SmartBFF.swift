@@ -1,4 +1,5 @@
 import ArgumentParser
+import Cryptography
 
 /// The `smart-bff` command.
 @main
@@ -9,4 +10,10 @@ struct SmartBFF: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [ServeCommand.self, MigrateCommand.self, DemoCommand.self, SandboxCommand.self, AuditCommand.self]
     )
+
+    /// Before anything else uses OpenSSL: its state stays until the process is gone.
+    static func main() async {
+        OpenSSLLifetime.keepThroughExit()
+        await main(nil)
+    }
 }

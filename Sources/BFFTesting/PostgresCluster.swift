@@ -1,3 +1,4 @@
+import Cryptography
 import Foundation
 import PostgresStore
 import Synchronization
@@ -39,6 +40,12 @@ public final class PostgresCluster: Sendable {
             r.started.append(server)
             if !r.exitHandlerInstalled {
                 r.exitHandlerInstalled = true
+                // While the clusters are removed at exit, which takes a while, threads still at
+                // work must find OpenSSL whole: without this, test processes crashed at exit now
+                // and then (SIGSEGV in pthread_rwlock_wrlock). OpenSSL frees nothing at exit if
+                // this is its first use; else its handler, registered at its first use, runs
+                // after this one (handlers run last registered first).
+                OpenSSLLifetime.keepThroughExit()
                 atexit { PostgresCluster.destroyAll() }
             }
         }

@@ -10,12 +10,16 @@ struct RefreshGateTests {
     func perIssuerShare() async throws {
         let gate = RefreshGate(slots: 4)
         #expect(gate.perIssuer == 2)
-        let deadline = RefreshDeadline(.seconds(30))
+        // Far beyond what the test takes, on a loaded machine too: a refresh whose deadline
+        // passed takes no slot, and the waits below would never end.
+        let deadline = RefreshDeadline(.seconds(300))
         let entries = Entries(), release = Release()
         let hung = (0..<3).map { _ in
             Task { try await gate.withSlot(for: "https://x.example/fhir", before: deadline) { await entries.add("x"); await release.wait() } }
         }
-        while await entries.all.count < 2 || gate.waiting < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        let giveUp = ContinuousClock.now + .seconds(120)
+        while await entries.all.count < 2 || gate.waiting < 1, ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(await entries.all.count == 2 && gate.waiting == 1, "x's refreshes did not take two slots and wait for a third")
         // Two slots are free, but the third of x's refreshes waits: its EHR has its share.
         try await gate.withSlot(for: "https://y.example/fhir", before: deadline) { await entries.add("y") }
         #expect(await entries.all == ["x", "x", "y"])
@@ -37,10 +41,12 @@ struct RefreshGateTests {
     func oneSlot() async throws {
         let gate = RefreshGate(slots: 1)
         #expect(gate.perIssuer == 1)
-        let deadline = RefreshDeadline(.seconds(30))
+        let deadline = RefreshDeadline(.seconds(300)) // as above
         let entries = Entries(), release = Release()
         let first = Task { try await gate.withSlot(for: "x", before: deadline) { await entries.add("x"); await release.wait() } }
-        while await entries.all.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        let giveUp = ContinuousClock.now + .seconds(120)
+        while await entries.all.isEmpty, ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(await entries.all == ["x"], "the first refresh took no slot")
         let second = Task { try await gate.withSlot(for: "y", before: deadline) { await entries.add("y") } }
         try await Task.sleep(for: .milliseconds(100))
         #expect(await entries.all == ["x"])
