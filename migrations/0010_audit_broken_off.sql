@@ -4,4 +4,8 @@
 -- passed on; without this column an export called such a read a success.
 -- A constant default: no table rewrite (PostgreSQL 11+), and entries written by an
 -- instance of the previous release during a rolling upgrade read as whole.
+-- The ALTER takes the table's strongest lock, briefly; waiting for it behind a long reader
+-- would hold every audit write (and so, after 30 s, every PHI read) back: it waits at most
+-- 10 s, and a failed attempt is made again at the next start.
+SET LOCAL lock_timeout = '10s';
 ALTER TABLE audit_events ADD COLUMN broken_off boolean NOT NULL DEFAULT false;

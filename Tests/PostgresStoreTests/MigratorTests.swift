@@ -111,6 +111,22 @@ struct MigratorTests {
         #expect(try await pool.query("SHOW statement_timeout")[0].string(0) == "50ms")
     }
 
+    @Test("0010 waits at most 10 s for the audit table's lock (behind it, every audit write would wait), fails, and applies at the next attempt")
+    func brokenOffMigrationBoundsItsLockWait() async throws {
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
+        let pool = ConnectionPool(url: url)
+        defer { pool.close() }
+        let all = try Migrator(directory: RepositoryPaths.migrations)
+        try await Migrator(migrations: all.migrations.filter { $0.version <= 9 }).migrate(pool)
+        let holder = try await DatabaseHold.lock("audit_events", of: url, for: .seconds(120))
+        let started = ContinuousClock.now
+        await #expect { try await all.migrate(pool) } throws: { ($0 as? PostgresError)?.sqlState == "55P03" }
+        #expect(ContinuousClock.now - started < .seconds(90), "waited for the lock (120 s)")
+        holder.cancel()
+        _ = try? await holder.value
+        #expect(try await all.migrate(pool) == [10])
+    }
+
     @Test("0007: PostgreSQL writes a COPY's audit rows in batches (no volatile default to evaluate per row); they share the COPY's start as recorded_at")
     func auditRowsInBatches() async throws {
         let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
