@@ -226,25 +226,26 @@ struct AuditWriterTests {
         #expect(try await database.store.auditEntries(since: nil).count == 4)
     }
 
-    @Test("writes failing for maxFailingTime make the writer backed up (reads refused) however few entries wait, with one critical log line; it recovers, and says so, once they are written")
+    @Test("writes failing for maxFailingTime make the writer backed up (reads refused) however few entries wait, then, not at its next retry, with one critical log line; it recovers, and says so, once they are written")
     func backedUpAfterFailingForLong() async throws {
         let database = try await TestDatabase.make(poolSize: 2)
         defer { database.pool.close() }
         let logs = LogSink()
         let writer = Self.writer(database.store, logs: logs) { timing in
             timing.maxFailingTime = .seconds(2)
-            timing.firstRetry = .milliseconds(200)
+            timing.firstRetry = .seconds(60) // no second failure for a minute: the refusal must not wait for one
         }
         try await PostgresStoreAdmin.takeAway(database.url)
         writer.record(entry("/Patient/1")) // one entry: far below maxPending
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(40)
         while !writer.isBackedUp && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(writer.isBackedUp, "writes failed for 2 s and the writer did not refuse")
+        #expect(writer.isBackedUp, "writes failed for 2 s and the writer did not refuse before its next retry")
         #expect(writer.status.pending == 1)
         #expect(logs.captured.filter { $0.contains("FHIR reads are refused") }.count == 1)
         #expect(logs.captured.contains { $0.contains("audit write failed") && $0.contains("\"error.detail\":\"database error: connection failed") })
 
         try await PostgresStoreAdmin.bringBack(database.url)
+        await writer.flush() // ends the minute's pause: the retry comes now
         let retried = ContinuousClock.now + .seconds(60)
         while writer.isBackedUp && ContinuousClock.now < retried { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!writer.isBackedUp)

@@ -98,7 +98,7 @@ public final class AuditWriter: Sendable {
         var unsettled: (batch: [UInt8], entries: Int)?
         /// Writes failed in a row.
         var failures = 0
-        /// When the first of them failed.
+        /// When the first of them began.
         var failingSince: ContinuousClock.Instant?
         /// The writer task exists: writing, or pausing between pieces or before a retry.
         var writerRunning = false
@@ -288,6 +288,7 @@ public final class AuditWriter: Sendable {
                 return
             }
             if let batch = state.withLock({ $0.unsettled?.batch }) {
+                let asked = ContinuousClock.now
                 do {
                     if try await store.settleAuditBatch(batch) {
                         let count = held.inCopy
@@ -298,7 +299,7 @@ public final class AuditWriter: Sendable {
                     }
                     state.withLock { $0.unsettled = nil }
                 } catch {
-                    await pause(failed(error), retry: true)
+                    await pause(failed(error, attempt: asked), retry: true)
                 }
                 continue
             }
@@ -315,7 +316,7 @@ public final class AuditWriter: Sendable {
                 } else {
                     held.rewind() // rolled back: what it sent goes again, first
                 }
-                await pause(failed(error), retry: true)
+                await pause(failed(error, attempt: opened), retry: true)
             }
         }
     }
@@ -357,28 +358,29 @@ public final class AuditWriter: Sendable {
         for waiter in done { waiter.resume() }
     }
 
-    /// Counts a failed write (its entries stay with the writer, first in line); returns the
-    /// pause before the retry. Every flush waiting gives up (its entries stay pending); a
-    /// drain waits on. Writes failing for `maxFailingTime` make the proxy refuse reads. The
-    /// log gives how many entries wait and the error's kind (SQLSTATE), not what they hold
-    /// nor the server's message: it may quote a value, and values are PHI.
-    private func failed(_ error: any Error) -> Duration {
-        let now = ContinuousClock.now
-        let (retry, waiting, done, refusing) = state.withLock { state in
+    /// Counts a failed write, begun at `attempt` (its entries stay with the writer, first in
+    /// line); returns the pause before the retry. Every flush waiting gives up (its entries
+    /// stay pending); a drain waits on. The first failure of a streak sets a timer: writes
+    /// still failing `maxFailingTime` after that first attempt began make the proxy refuse
+    /// reads, then, not at the next failure (an attempt may wait seconds for a lock, and
+    /// retries come seconds apart). The log gives how many entries wait and the error's kind
+    /// (SQLSTATE), not what they hold nor the server's message: it may quote a value, and
+    /// values are PHI.
+    private func failed(_ error: any Error, attempt: ContinuousClock.Instant) -> Duration {
+        let (retry, waiting, done, streak) = state.withLock { state in
             state.failures += 1
             state.failedWrites += 1
-            let since = state.failingSince ?? now
-            state.failingSince = since
-            var refusing = false
-            if now - since >= timing.maxFailingTime && !backedUp.load(ordering: .relaxed) {
-                backedUp.store(true, ordering: .relaxed)
-                refusing = true
-            }
+            let streak: ContinuousClock.Instant? = state.failingSince == nil ? attempt : nil
+            if state.failingSince == nil { state.failingSince = attempt }
             var retry = state.draining
                 ? AuditWriter.retryDelay(afterFailures: state.failures, first: timing.shutdownFirstRetry, longest: AuditWriter.longestShutdownRetry)
                 : AuditWriter.retryDelay(afterFailures: state.failures, first: timing.firstRetry)
             if backedUp.load(ordering: .relaxed) { retry = min(retry, AuditWriter.longestRetryWhileRefusing) }
-            return (retry, state.buffer.count + state.writing, state.satisfiedWaiters(failed: true), refusing)
+            return (retry, state.buffer.count + state.writing, state.satisfiedWaiters(failed: true), streak)
+        }
+        if let streak {
+            let due = max(0, (streak + timing.maxFailingTime - .now).seconds)
+            DispatchQueue.global().asyncAfter(deadline: .now() + due) { [weak self] in self?.refuseIfStillFailing(since: streak) }
         }
         // Both describe themselves by kind and SQLSTATE alone.
         let cause = error is PostgresError || error is AuditCommitUnanswered ? "\(error)" : "\(type(of: error))"
@@ -387,12 +389,21 @@ public final class AuditWriter: Sendable {
             "audit.retry_in": .string("\(retry)"),
             "error.detail": .string(cause),
         ])
-        if refusing {
-            logger.critical("audit trail not written for \(Int(timing.maxFailingTime.seconds)) s: FHIR reads are refused (503 audit-unavailable) until it is",
-                            metadata: ["audit.entries": .stringConvertible(waiting)])
-        }
         for waiter in done { waiter.resume() }
         return retry
+    }
+
+    /// The failure timer: if writes have failed ever since `since` (the streak it was set for
+    /// goes on), reads are refused from now on, with one critical log line.
+    private func refuseIfStillFailing(since: ContinuousClock.Instant) {
+        let waiting = state.withLock { state -> Int? in
+            guard state.failingSince == since, !backedUp.load(ordering: .relaxed) else { return nil }
+            backedUp.store(true, ordering: .relaxed)
+            return state.buffer.count + state.writing
+        }
+        guard let waiting else { return }
+        logger.critical("audit trail not written for \(Int(timing.maxFailingTime.seconds)) s: FHIR reads are refused (503 audit-unavailable) until it is",
+                        metadata: ["audit.entries": .stringConvertible(waiting)])
     }
 
     /// Waits `duration` on a Dispatch timer (a sleeping task can wake late when the Swift
