@@ -45,6 +45,14 @@ struct DatabaseTroubleTests {
         // Writable again for new connections only (as after a failover, where the host name
         // moved to the new primary): the pool's old connections must go.
         try await PostgresStoreAdmin.setting(h.database.url, "default_transaction_read_only", to: "off")
+        // Readiness alone (an instance out of service gets no requests) finds its way to a
+        // connection that takes writes: each check that meets a read-only one drops it.
+        var readyAgain = 0
+        for _ in 0..<30 where readyAgain != 200 {
+            readyAgain = try await browser.request(h.baseURL + "/readyz").status
+            if readyAgain != 200 { try await Task.sleep(for: .milliseconds(1100)) } // one check a second
+        }
+        #expect(readyAgain == 200, "/readyz kept meeting read-only connections")
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200, "the session was kept")
         var status = 0
         for _ in 0..<20 where status != 204 {

@@ -84,6 +84,37 @@ struct ConnectionPoolTests {
         #expect(ContinuousClock.now - started < .seconds(30), "waited for the acquire timeout (60 s)")
     }
 
+    @Test("callers refused a connection (the server's limit taken by others) all get one of the pool's working connections as it comes free, none waits out its timeout beside an idle one")
+    func refusedCallersShareTheWorkingConnection() async throws {
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
+        let admin = ConnectionPool(url: url)
+        defer { admin.close() }
+        let role = "two_connections_\(UInt32.random(in: 0...UInt32.max))"
+        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT 2")
+        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
+        // Another client holds one of the role's two connections.
+        let other = ConnectionPool(url: limitedURL)
+        defer { other.close() }
+        try await other.query("SELECT 1")
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = 4
+        configuration.acquireTimeout = .seconds(20)
+        let pool = ConnectionPool(url: limitedURL, configuration: configuration)
+        defer { pool.close() }
+        try await pool.query("SELECT 1") // the role's second connection, now the pool's (a pool in service)
+        // Two at once: one takes the idle connection and gives it back within a millisecond;
+        // the other finds the pool not full, connects, is refused (which takes the server a
+        // process), and must then take the connection now idle, not wait beside it for a
+        // release that has already happened.
+        for round in 0..<3 {
+            let started = ContinuousClock.now
+            async let first = pool.query("SELECT 1")
+            async let second = pool.query("SELECT 2")
+            #expect(try await (first.first?.int(0), second.first?.int(0)) == (1, 2), "round \(round)")
+            #expect(ContinuousClock.now - started < .seconds(15), "round \(round) waited for the 20 s acquire timeout")
+        }
+    }
+
     @Test("never more connections than its size, however many callers")
     func bounded() async throws {
         let pool = try await pool(size: 3)

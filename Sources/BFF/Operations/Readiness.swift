@@ -40,9 +40,8 @@ public final class Readiness: Sendable {
                 let pending = try await self.migrator.pendingCount(self.pool, waitingAtMost: Readiness.poolWait)
                 let migrations: Migrations = pending == 0 ? .current : .behind
                 self.lastMigrations.withLock { $0 = migrations }
-                let readOnly = try await self.pool.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",
-                                                         waitingAtMost: Readiness.poolWait)
-                return (try readOnly.first?.bool(0) == true ? .readOnly : .up, migrations)
+                let writable = try await self.pool.takesWrites(waitingAtMost: Readiness.poolWait)
+                return (writable ? .up : .readOnly, migrations)
             } catch let error as PostgresError where error.isPoolTimeout {
                 return (.busy, self.lastMigrations.withLock { $0 })
             } catch {

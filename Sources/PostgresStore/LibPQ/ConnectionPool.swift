@@ -26,8 +26,8 @@ public final class ConnectionPool: Sendable {
         /// `SET LOCAL` limits override (`withTransaction(limits:)`). Nil: the server's.
         public var settings: String?
         /// Told of every transient failure (`PostgresError.isTransient`: the database cannot
-        /// serve now) of the pool's work, and once when work succeeds again after them: for
-        /// one log line per outage rather than one per request.
+        /// serve now) of the pool's work, and of all work served: for one log line per outage
+        /// rather than one per request.
         public var healthObserver: (any DatabaseHealthObserver)?
         public init() {}
     }
@@ -45,12 +45,16 @@ public final class ConnectionPool: Sendable {
     private struct Waiter {
         let id: UInt64
         let continuation: CheckedContinuation<Grant, Never>
+        /// It may be given an empty slot to connect in; not after the server refused it a
+        /// connection while others of the pool worked (it waits for one of those).
+        let takesSlot: Bool
     }
 
     private struct State {
         var idle: [PostgresConnection] = []
         var open = 0
-        /// Of `open`, the slots whose connection is being made.
+        /// Of `open`, the slots whose connection is being made (counted when the slot is given
+        /// to its connector, under the same lock).
         var connecting = 0
         var waiters: [Waiter] = []
         var nextWaiter: UInt64 = 0
@@ -60,8 +64,6 @@ public final class ConnectionPool: Sendable {
     private let url: String
     public let configuration: Configuration
     private let state = Mutex(State())
-    /// A transient failure came last: the next success is a recovery.
-    private let failing = Atomic(false)
 
     /// A pool for `url` (a libpq URI or `key=value` string). Connections open on demand.
     public init(url: String, configuration: Configuration = Configuration()) {
@@ -106,16 +108,14 @@ public final class ConnectionPool: Sendable {
         }
     }
 
-    /// Tells the health observer of a transient failure, or of the first success (or answer
-    /// refusing a statement) after one. Cheap when all is well: one atomic load.
+    /// Tells the health observer of a transient failure, or of work the database served
+    /// (a success, or an answer refusing a statement).
     private func observe(_ error: (any Error)?) {
         guard let observer = configuration.healthObserver else { return }
         if let failure = error as? PostgresError, failure.isTransient {
-            failing.store(true, ordering: .relaxed)
             observer.failed(failure)
-        } else if error == nil || error is PostgresError, failing.load(ordering: .relaxed),
-                  failing.exchange(false, ordering: .relaxed) {
-            observer.recovered()
+        } else if error == nil || error is PostgresError {
+            observer.served()
         }
     }
 
@@ -146,6 +146,24 @@ public final class ConnectionPool: Sendable {
                 throw commitUnanswered?(error) ?? error
             }
             return value
+        }
+    }
+
+    /// Whether the server takes writes: not a standby, nor read-only by default. A connection
+    /// that finds it read-only is dropped, as after a write refused as read-only: the next is
+    /// made anew, and may reach another server (a failover's new primary, where the host
+    /// name now points).
+    public func takesWrites(waitingAtMost wait: Duration? = nil) async throws -> Bool {
+        do {
+            try await withConnection(waitingAtMost: wait) { connection in
+                let readOnly = try await connection.run {
+                    try $0.execute("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")[0].bool(0)
+                }
+                if readOnly { throw PostgresError.query(sqlState: "25006", serverMessage: "the server takes no writes", context: "write check") }
+            }
+            return true
+        } catch let error as PostgresError where error.isReadOnly {
+            return false
         }
     }
 
@@ -181,9 +199,14 @@ public final class ConnectionPool: Sendable {
         var decision = state.withLock { s -> Decision in
             if s.closed { return .closed }
             if let idle = s.idle.popLast() { return .ready(idle) }
-            if s.open < configuration.size { s.open += 1; return .connect }
+            if s.open < configuration.size {
+                s.open += 1
+                s.connecting += 1
+                return .connect
+            }
             return .wait
         }
+        var takesSlot = true
         while true {
             switch decision {
             case .closed:
@@ -194,12 +217,17 @@ public final class ConnectionPool: Sendable {
                 do {
                     return try await connect()
                 } catch {
-                    release(nil, reusable: false)
-                    guard error is PostgresError, othersWork, ContinuousClock.now < deadline else { throw error }
-                    decision = .wait
+                    // Refused while others of the pool work: the slot is given up, not passed
+                    // to a waiter, who would be refused in turn (each refusal costs the server
+                    // a process), and this caller waits for a working connection.
+                    guard error is PostgresError, ContinuousClock.now < deadline, giveUpSlotIfOthersWork() else {
+                        release(nil, reusable: false)
+                        throw error
+                    }
+                    (decision, takesSlot) = (.wait, false)
                 }
             case .wait:
-                switch await waitForGrant(timeout: max(.zero, deadline - ContinuousClock.now)) {
+                switch await waitForGrant(timeout: max(.zero, deadline - ContinuousClock.now), takesSlot: takesSlot) {
                 case let .connection(connection): return try await verified(connection)
                 case .slot: decision = .connect
                 case .timedOut: throw PostgresError.poolTimeout(timeout)
@@ -210,14 +238,22 @@ public final class ConnectionPool: Sendable {
         }
     }
 
-    /// Whether connections of the pool are made and open (idle or lent out).
-    private var othersWork: Bool { state.withLock { $0.open > $0.connecting } }
+    /// If connections of the pool are made and open (idle or lent out), gives up the caller's
+    /// slot (its connect was refused) and returns true; else leaves it.
+    private func giveUpSlotIfOthersWork() -> Bool {
+        state.withLock { s in
+            guard s.open - 1 > s.connecting else { return false }
+            s.open -= 1
+            return true
+        }
+    }
 
     /// `connection` if the server has not closed it, else a new one in its slot. The
     /// connection is idle and ours alone, and the check never blocks (a zero-timeout `poll`),
     /// so it runs on this thread without a queue hop.
     private func verified(_ connection: PostgresConnection) async throws -> PostgresConnection {
         if connection.isUsable() { return connection }
+        state.withLock { $0.connecting += 1 }
         return try await connectInSlot()
     }
 
@@ -231,7 +267,10 @@ public final class ConnectionPool: Sendable {
         }
     }
 
-    private func waitForGrant(timeout: Duration) async -> Grant {
+    /// Waits for a connection given back (or, if `takesSlot`, an empty slot). One that is idle
+    /// or a slot that is free by the time the waiter would queue is taken at once: the caller
+    /// decided to wait earlier, outside the lock, and no release would wake it for them.
+    private func waitForGrant(timeout: Duration, takesSlot: Bool) async -> Grant {
         let id = state.withLock { s -> UInt64 in
             s.nextWaiter += 1
             return s.nextWaiter
@@ -244,13 +283,20 @@ public final class ConnectionPool: Sendable {
         defer { timer.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
-                let enqueued = state.withLock { s -> Bool in
+                let now = state.withLock { s -> Grant? in
                     // Checked under the lock that `onCancel` takes, so a waiter is never lost.
-                    guard !Task.isCancelled, !s.closed else { return false }
-                    s.waiters.append(Waiter(id: id, continuation: continuation))
-                    return true
+                    if Task.isCancelled { return .cancelled }
+                    if s.closed { return .closed }
+                    if let idle = s.idle.popLast() { return .connection(idle) }
+                    if takesSlot && s.open < configuration.size {
+                        s.open += 1
+                        s.connecting += 1
+                        return .slot
+                    }
+                    s.waiters.append(Waiter(id: id, continuation: continuation, takesSlot: takesSlot))
+                    return nil
                 }
-                if !enqueued { continuation.resume(returning: Task.isCancelled ? .cancelled : .closed) }
+                if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
             self.removeWaiter(id)?.resume(returning: .cancelled)
@@ -266,24 +312,30 @@ public final class ConnectionPool: Sendable {
 
     /// Returns a connection (or, with `nil`, an empty slot) to the pool: to the first waiter
     /// if there is one, else to the idle list; a connection that is not reusable is closed
-    /// and its slot goes to a waiter, who connects anew.
+    /// and its slot goes to the first waiter that takes a slot, who connects anew.
     private func release(_ connection: PostgresConnection?, reusable: Bool) {
         let handOff = state.withLock { s -> (Waiter, Grant)? in
             if s.closed {
                 s.open -= 1
                 return nil
             }
-            let grant: Grant
-            if let connection, reusable { grant = .connection(connection) } else { grant = .slot }
-            if !s.waiters.isEmpty { return (s.waiters.removeFirst(), grant) }
-            if case let .connection(c) = grant { s.idle.append(c) } else { s.open -= 1 }
+            if let connection, reusable {
+                if !s.waiters.isEmpty { return (s.waiters.removeFirst(), .connection(connection)) }
+                s.idle.append(connection)
+                return nil
+            }
+            if let index = s.waiters.firstIndex(where: \.takesSlot) {
+                s.connecting += 1
+                return (s.waiters.remove(at: index), .slot)
+            }
+            s.open -= 1
             return nil
         }
         if let (waiter, grant) = handOff { waiter.continuation.resume(returning: grant) }
     }
 
+    /// Connects in a slot already counted in `open` and `connecting`.
     private func connect() async throws -> PostgresConnection {
-        state.withLock { $0.connecting += 1 }
         defer { state.withLock { $0.connecting -= 1 } }
         let url = self.url, seconds = configuration.connectTimeoutSeconds, settings = configuration.settings
         // A thread of its own: PQconnectdb blocks up to the connect timeout, and on Linux a
