@@ -52,6 +52,9 @@ public final class PostgresCluster: Sendable {
         return PostgresCluster(server: server)
     }
 
+    /// The server's log file.
+    public var logFile: String { server.logFile }
+
     /// The folder holding the server's Unix socket.
     public var socketDirectory: String { server.socketDirectory }
     /// The port number (part of the socket's file name; nothing listens on TCP).

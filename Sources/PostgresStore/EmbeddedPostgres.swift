@@ -15,7 +15,7 @@ public final class EmbeddedPostgres: Sendable {
 
     public var socketDirectory: String { directory.appendingPathComponent("socket").path }
     var dataDirectory: String { directory.appendingPathComponent("data").path }
-    var logFile: String { directory.appendingPathComponent("postgres.log").path }
+    public var logFile: String { directory.appendingPathComponent("postgres.log").path }
 
     /// Creates and starts a cluster in a new folder in `parent` (the temporary folder).
     public static func start(prefix: String = "smart-bff-pg", maxConnections: Int = 200,

@@ -115,6 +115,46 @@ struct ConnectionPoolTests {
         }
     }
 
+    @Test("callers refused a connection while the pool's working one is busy wait for it: they do not pass their slots on, each to be refused in turn (each refusal costs the server a process)")
+    func refusedCallersDoNotStorm() async throws {
+        let cluster = try await PostgresCluster.start() // its own log, to count refusals in
+        defer { Task { await cluster.stop() } }
+        let url = try await cluster.createDatabase()
+        let admin = ConnectionPool(url: url)
+        defer { admin.close() }
+        let role = "two_connections"
+        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT 2")
+        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
+        let other = ConnectionPool(url: limitedURL)
+        defer { other.close() }
+        try await other.query("SELECT 1") // another client holds one of the role's two
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = 4
+        configuration.acquireTimeout = .seconds(60)
+        let pool = ConnectionPool(url: limitedURL, configuration: configuration)
+        defer { pool.close() }
+        let holding = Counter(), release = Counter()
+        let holder = Task {
+            try await pool.withConnection { connection in // the pool's one working connection, busy for 3 s
+                _ = try await connection.query("SELECT 1")
+                holding.increment()
+                let until = ContinuousClock.now + .seconds(3)
+                while release.current == 0 && ContinuousClock.now < until { try await Task.sleep(for: .milliseconds(10)) }
+            }
+        }
+        while holding.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let answered = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<8 { group.addTask { try await pool.query("SELECT \(i)::int").first?.int(0) ?? -1 } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        try await holder.value
+        #expect(answered.sorted() == Array(0..<8))
+        let refusals = try String(contentsOfFile: cluster.logFile, encoding: .utf8).components(separatedBy: "too many connections for role").count - 1
+        // The pool's three free slots are tried once each (a few more if a caller is refused
+        // twice); passed from waiter to waiter, they were tried hundreds of times in 3 s.
+        #expect(refusals >= 1 && refusals <= 12, "\(refusals) connections refused")
+    }
+
     @Test("never more connections than its size, however many callers")
     func bounded() async throws {
         let pool = try await pool(size: 3)
