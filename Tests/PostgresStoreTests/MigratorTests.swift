@@ -105,7 +105,7 @@ struct MigratorTests {
         let pool = ConnectionPool(url: url) // new connections: the database's new default
         defer { pool.close() }
         let holder = try await DatabaseHold.lock("audit_events", of: url, for: .milliseconds(300)) // 0007 alters the table
-        #expect(try await all.migrate(pool) == [7, 8, 9, 10])
+        #expect(try await all.migrate(pool) == [7, 8, 9, 10, 11])
         try await holder.value
         // The connection went back to the pool with the database's default again.
         #expect(try await pool.query("SHOW statement_timeout")[0].string(0) == "50ms")
@@ -124,7 +124,22 @@ struct MigratorTests {
         #expect(ContinuousClock.now - started < .seconds(90), "waited for the lock (120 s)")
         holder.cancel()
         _ = try? await holder.value
-        #expect(try await all.migrate(pool) == [10])
+        #expect(try await all.migrate(pool) == [10, 11])
+    }
+
+    @Test("0011: the trail's recorded_at index is a multi-interval BRIN of 32-page ranges, and the single-interval one is gone")
+    func recordedAtIndexIsMultiInterval() async throws {
+        let pool = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad())
+        defer { pool.close() }
+        try await Migrator(directory: RepositoryPaths.migrations).migrate(pool)
+        let indexes = try await pool.query("""
+            SELECT c.relname, pg_get_indexdef(c.oid), i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+            WHERE i.indrelid = 'audit_events'::regclass AND pg_get_indexdef(c.oid) LIKE '%recorded_at%'
+            """)
+        #expect(indexes.count == 1)
+        let definition = try indexes.first?.string(1) ?? ""
+        #expect(try indexes.first?.string(0) == "audit_events_recorded_at_multi" && indexes.first?.bool(2) == true)
+        #expect(definition.contains("brin") && definition.contains("timestamptz_minmax_multi_ops") && definition.contains("pages_per_range='32'"), "\(definition)")
     }
 
     @Test("0007: PostgreSQL writes a COPY's audit rows in batches (no volatile default to evaluate per row); they share the COPY's start as recorded_at")
@@ -175,7 +190,7 @@ struct MigratorTests {
         let before = try await heapRecords()
         #expect(before.single >= 500 && before.multi == 0, "\(before)")
 
-        #expect(try await all.migrate(pool) == [7, 8, 9])
+        #expect(try await all.migrate(pool) == [7, 8, 9, 11])
         try await pool.query("DELETE FROM audit_events")
         let after = try await heapRecords()
         #expect(after.single == 0 && after.multi >= 1 && after.multi < 50, "\(after)")
