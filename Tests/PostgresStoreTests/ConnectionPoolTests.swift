@@ -12,6 +12,23 @@ struct ConnectionPoolTests {
         return ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad(), configuration: configuration)
     }
 
+    /// The URL of `url`'s database for a new role allowed `connections` connections (the
+    /// cluster's max_connections is shared by every test), and a pool of `size` on it that
+    /// waits up to `acquireTimeout`.
+    func limitedRole(to connections: Int, on url: String, size: Int = 4,
+                     acquireTimeout: Duration = .seconds(60)) async throws -> (url: String, pool: ConnectionPool) {
+        let admin = ConnectionPool(url: url)
+        defer { admin.close() }
+        let role = "limited_\(UInt32.random(in: 0...UInt32.max))"
+        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT \(raw: String(connections))")
+        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
+        #expect(limitedURL != url)
+        var configuration = ConnectionPool.Configuration()
+        configuration.size = size
+        configuration.acquireTimeout = acquireTimeout
+        return (limitedURL, ConnectionPool(url: limitedURL, configuration: configuration))
+    }
+
     @Test("acquiring from an exhausted pool times out with a clear error, and the pool works afterwards")
     func acquireTimeout() async throws {
         let pool = try await pool(size: 1, acquireTimeout: .milliseconds(200))
@@ -46,18 +63,7 @@ struct ConnectionPoolTests {
 
     @Test("a new connection the server refuses (its connection limit taken) waits for one of the pool's own working connections to come free; with none working, the refusal fails at once")
     func refusedConnectWaitsForOneThatWorks() async throws {
-        let url = try await PostgresCluster.shared().createDatabaseForLoad()
-        let admin = ConnectionPool(url: url)
-        defer { admin.close() }
-        // A role allowed one connection: the cluster's max_connections is shared by every test.
-        let role = "one_connection_\(UInt32.random(in: 0...UInt32.max))"
-        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT 1")
-        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
-        #expect(limitedURL != url)
-        var configuration = ConnectionPool.Configuration()
-        configuration.size = 4
-        configuration.acquireTimeout = .seconds(60)
-        let pool = ConnectionPool(url: limitedURL, configuration: configuration)
+        let (limitedURL, pool) = try await limitedRole(to: 1, on: try await PostgresCluster.shared().createDatabaseForLoad())
         defer { pool.close() }
 
         let holding = Counter(), release = Counter()
@@ -77,7 +83,7 @@ struct ConnectionPoolTests {
 
         // Another pool holds the role's one connection: this one has none working, so the
         // refusal is the answer, at once (as while the server is down).
-        let other = ConnectionPool(url: limitedURL, configuration: configuration)
+        let other = ConnectionPool(url: limitedURL, configuration: pool.configuration)
         defer { other.close() }
         let started = ContinuousClock.now
         await #expect { try await other.query("SELECT 3") } throws: { ($0 as? PostgresError)?.isConnectionFailure == true }
@@ -86,21 +92,13 @@ struct ConnectionPoolTests {
 
     @Test("callers refused a connection (the server's limit taken by others) all get one of the pool's working connections as it comes free, none waits out its timeout beside an idle one")
     func refusedCallersShareTheWorkingConnection() async throws {
-        let url = try await PostgresCluster.shared().createDatabaseForLoad()
-        let admin = ConnectionPool(url: url)
-        defer { admin.close() }
-        let role = "two_connections_\(UInt32.random(in: 0...UInt32.max))"
-        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT 2")
-        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
+        let (limitedURL, pool) = try await limitedRole(to: 2, on: try await PostgresCluster.shared().createDatabaseForLoad(),
+                                                       acquireTimeout: .seconds(20))
+        defer { pool.close() }
         // Another client holds one of the role's two connections.
         let other = ConnectionPool(url: limitedURL)
         defer { other.close() }
         try await other.query("SELECT 1")
-        var configuration = ConnectionPool.Configuration()
-        configuration.size = 4
-        configuration.acquireTimeout = .seconds(20)
-        let pool = ConnectionPool(url: limitedURL, configuration: configuration)
-        defer { pool.close() }
         try await pool.query("SELECT 1") // the role's second connection, now the pool's (a pool in service)
         // Two at once: one takes the idle connection and gives it back within a millisecond;
         // the other finds the pool not full, connects, is refused (which takes the server a
@@ -119,20 +117,11 @@ struct ConnectionPoolTests {
     func refusedCallersDoNotStorm() async throws {
         let cluster = try await PostgresCluster.start() // its own log, to count refusals in
         defer { Task { await cluster.stop() } }
-        let url = try await cluster.createDatabase()
-        let admin = ConnectionPool(url: url)
-        defer { admin.close() }
-        let role = "two_connections"
-        try await admin.query("CREATE ROLE \(raw: role) LOGIN CONNECTION LIMIT 2")
-        let limitedURL = url.replacingOccurrences(of: "user=postgres", with: "user=" + role)
+        let (limitedURL, pool) = try await limitedRole(to: 2, on: try await cluster.createDatabase())
+        defer { pool.close() }
         let other = ConnectionPool(url: limitedURL)
         defer { other.close() }
         try await other.query("SELECT 1") // another client holds one of the role's two
-        var configuration = ConnectionPool.Configuration()
-        configuration.size = 4
-        configuration.acquireTimeout = .seconds(60)
-        let pool = ConnectionPool(url: limitedURL, configuration: configuration)
-        defer { pool.close() }
         let holding = Counter(), release = Counter()
         let holder = Task {
             try await pool.withConnection { connection in // the pool's one working connection, busy for 3 s
