@@ -100,8 +100,10 @@ public final class PostgresCluster: Sendable {
     /// until exit).
     public func stop() async {
         if let shared = Self.registry.withLock({ $0.shared }), let cluster = try? await shared.value, cluster === self { return }
-        Self.registry.withLock { r in r.started.removeAll { $0 === server } }
+        // Destroyed before it leaves the registry: a process that exits meanwhile (a stop
+        // begun in a test's last moments) still removes it at exit. (Destroying twice is harmless.)
         _ = try? await runDetached { [server] in server.destroy() }
+        Self.registry.withLock { r in r.started.removeAll { $0 === server } }
     }
 
     /// `/dev/shm` when it is a writable folder with 4 GiB free: a test run creates and copies

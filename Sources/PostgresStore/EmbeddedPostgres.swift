@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,6 +13,8 @@ public final class EmbeddedPostgres: Sendable {
     /// PostgreSQL's `max_connections`.
     public let maxConnections: Int
     public static let binaries = ProcessInfo.processInfo.environment["BFF_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+    /// Held while the cluster is destroyed; true once it is.
+    private let destroyed = Mutex(false)
 
     public var socketDirectory: String { directory.appendingPathComponent("socket").path }
     var dataDirectory: String { directory.appendingPathComponent("data").path }
@@ -64,10 +67,17 @@ public final class EmbeddedPostgres: Sendable {
         try run("pg_ctl", ["-D", dataDirectory, "-w", "-t", "30", "-m", "fast", "-o", serverOptions, "restart"])
     }
 
-    /// Stops the server at once and deletes the folder.
+    /// Stops the server at once and deletes the folder; once. A second caller (an exit
+    /// handler while a test's own stop is under way) waits for the first to finish: run side
+    /// by side, one deleted the folder while the other's server was still stopping, and the
+    /// folder was left behind.
     public func destroy() {
-        try? run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "stop"])
-        try? FileManager.default.removeItem(at: directory)
+        destroyed.withLock { done in
+            guard !done else { return }
+            try? run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "stop"])
+            try? FileManager.default.removeItem(at: directory)
+            done = true
+        }
     }
 
     private func run(_ program: String, _ arguments: [String]) throws {
