@@ -663,7 +663,9 @@ struct FHIRProxyTests {
         let (_, busyLaunch) = try await h.standaloneLogin(busy)
         let (_, otherLaunch) = try await h.standaloneLogin(other)
         await h.sandbox.state.resetCounters()
-        await h.sandbox.state.setFHIRDelay(.milliseconds(1000)) // room for the other read on a loaded machine
+        // Room for the other read on a loaded machine (1 s was too little beside a full run
+        // under CPU burners): the busy launch's reads take 4 × 2 s.
+        await h.sandbox.state.setFHIRDelay(.seconds(2))
         let busyDone = Counter()
         let reads = (0..<8).map { _ in
             Task {
@@ -673,7 +675,7 @@ struct FHIRProxyTests {
         }
         try await h.waitForSandbox { await $0.delayedFHIRRequests >= 2 }
         #expect(try await other.api(h.baseURL + "/fhir/Patient/pat-1", launch: otherLaunch).status == 200)
-        // Ahead of them: the busy launch's 8 reads, 2 at a time, take at least 4 × 1 s; the
+        // Ahead of them: the busy launch's 8 reads, 2 at a time, take at least 4 × 2 s; the
         // other's one read was not queued behind them all.
         #expect(busyDone.current < 8, "the other launch's read waited for all of the busy launch's")
         for read in reads { #expect(try await read.value == 200) }
