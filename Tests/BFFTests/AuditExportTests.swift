@@ -82,18 +82,16 @@ struct AuditExportTests {
         try await database.store.appendAudit([entry("/Patient/a", at: Date())])
         // Stored 10 minutes ago: past the 2 minutes an export leaves to writes still committing.
         try await database.pool.query("UPDATE audit_events SET recorded_at = now() - interval '10 minutes'")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("smart-bff")
-        process.arguments = ["audit", "export"]
-        process.environment = ["DATABASE_URL": database.url, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let text = try await runDetached { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 1, "\(text)")
+        let errors = NSTemporaryDirectory() + "smart-bff-export-errors-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: errors) }
+        let process = try ChildProcess(executable.path, ["audit", "export"],
+                                       environment: ["DATABASE_URL": database.url, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],
+                                       outputPath: "/dev/full", errorPath: errors)
+        let status = try await runBlocking { process.waitUntilExit() }
+        let text = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        #expect(status == 1, "\(text)")
         #expect(text.contains("cannot write the export to standard output"), "\(text)")
         #expect(!text.contains("next --since") && !text.contains("Fatal error"), "\(text)")
     }

@@ -6,12 +6,12 @@ import Foundation
 final class SmartBFFProcess: Sendable {
     let port: Int
     let log: URL
-    private let process: Process
+    private let process: ChildProcess
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
-    private init(port: Int, log: URL, process: Process) {
+    private init(port: Int, log: URL, process: ChildProcess) {
         (self.port, self.log, self.process) = (port, log, process)
     }
 
@@ -31,20 +31,14 @@ final class SmartBFFProcess: Sendable {
             throw Failure(what: "\(executable.path): build the smart-bff product first (scripts/test does)")
         }
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let output = try FileHandle(forWritingTo: log)
-        let process = Process()
-        if let openFileLimit {
+        let environment = environment.merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }
+        let process = if let openFileLimit {
             // The shell sets the limit and becomes smart-bff (same process id).
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments
+            try ChildProcess("/bin/sh", ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments,
+                             environment: environment, outputPath: log.path)
         } else {
-            process.executableURL = executable
-            process.arguments = arguments
+            try ChildProcess(executable.path, arguments, environment: environment, outputPath: log.path)
         }
-        process.environment = environment.merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
         return SmartBFFProcess(port: port, log: log, process: process)
     }
 
