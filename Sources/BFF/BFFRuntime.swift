@@ -18,6 +18,9 @@ public final class BFFRuntime: Sendable {
     /// The bound port.
     public var port: Int { server.port }
 
+    /// Refreshes waiting for their turn (`RefreshLimits.concurrent`), for tests.
+    var refreshesWaitingForTheirTurn: Int { refresher.waitingForTheirTurn }
+
     private init(services: BFFServices, server: HTTPServer, pool: ConnectionPool, sweeper: Sweeper, refresher: TokenRefresher,
                  shutdownDeadline: Duration) {
         self.services = services

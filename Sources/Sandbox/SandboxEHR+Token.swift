@@ -12,6 +12,8 @@ extension SandboxEHR {
         let grantType = form["grant_type"]
         await state.countToken(refresh: grantType == "refresh_token")
         if let delay = await state.tokenDelay { try? await Task.sleep(for: delay) }
+        let held = ContinuousClock.now
+        while await state.holdingTokenAnswers, ContinuousClock.now - held < .seconds(60) { try? await Task.sleep(for: .milliseconds(10)) }
         if let status = await state.tokenEndpointStatus {
             return oauthError(await state.tokenEndpointError, status: HTTPStatus(code: status))
         }

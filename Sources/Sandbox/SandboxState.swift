@@ -65,6 +65,10 @@ public actor SandboxState {
     /// Every request to the token endpoint waits this long before it is answered (counted
     /// on arrival): an EHR whose token endpoint hangs.
     public private(set) var tokenDelay: Duration?
+    /// While set, every request to the token endpoint waits (counted, after `tokenDelay`)
+    /// until it is cleared, a minute at most: a test says when the EHR answers, where a
+    /// delay would guess how long the rest of the test takes on a loaded machine.
+    public private(set) var holdingTokenAnswers = false
     /// The next authorization request is answered with `error=access_denied`.
     public private(set) var denyNextAuthorization = false
     /// Every FHIR request waits this long before it is answered.
@@ -144,6 +148,8 @@ public actor SandboxState {
     }
     /// Delays every token endpoint answer by `delay`, or not at all with nil.
     public func setTokenDelay(_ delay: Duration?) { tokenDelay = delay }
+    /// Holds every token endpoint answer from now on (true) until released (false).
+    public func holdTokenAnswers(_ on: Bool) { holdingTokenAnswers = on }
     /// Answers the next authorization request with `error=access_denied`.
     public func denyNext() { denyNextAuthorization = true }
     /// Delays every FHIR response by `delay`, or not at all with nil.

@@ -69,17 +69,15 @@ struct RefreshTests {
 
     @Test("the database connection holding a refresh's lock is lost while the EHR answers: the rotated tokens are stored on a second try, the session goes on")
     func refreshStoredAfterLostConnection() async throws {
-        // The read's outcome is under test, not the refresh deadline: of the default 15 s, 4 go
-        // to the EHR's delay, and the rest covers the lock, the lost statement and a second
-        // transaction, which a loaded full run stretched to 10 s: past 15 s the read is 503
-        // (the refresh goes on, as it should) and the test failed. 25 s: under the test
-        // client's own 30 s read timeout.
+        // The read's outcome is under test, not the refresh deadline, which a loaded full run
+        // has come near (the lock, the lost statement and a second transaction took 10 s):
+        // 25 s, under the test client's own 30 s read timeout.
         let h = try await BFFHarness.start(refreshDeadline: .seconds(25))
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
         await h.sandbox.state.resetCounters()
-        await h.sandbox.state.setTokenDelay(.seconds(4)) // the EHR answers the refresh after 4 s: time to find its lock holder
+        await h.sandbox.state.holdTokenAnswers(true) // the EHR answers the refresh once its lock holder is found and ended
         let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
         // Meanwhile the connection that holds the token row lock is ended (a failover, a DBA's kill).
         var ended = 0
@@ -93,8 +91,10 @@ struct RefreshTests {
                 """).first?.int(0) ?? 0
         }
         #expect(ended == 1)
-        #expect(try await read.value == 200)
-        await h.sandbox.state.setTokenDelay(nil)
+        #expect(await h.sandbox.state.refreshCount == 1, "the lock was held by something other than the refresh")
+        await h.sandbox.state.holdTokenAnswers(false)
+        let status = try await read.value
+        #expect(status == 200)
         #expect(try await h.tokenVersion(of: launch) == 2) // the EHR's answer stored
         #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
         #expect(await h.sandbox.state.refreshCount == 1)
@@ -268,16 +268,20 @@ struct RefreshTests {
         let launches = try await h.signInWithExpiredAccessTokens([busy, leaving])
         let (busyLaunch, leavingLaunch) = (launches[0], launches[1])
         await h.sandbox.state.resetCounters()
-        await h.sandbox.state.setTokenDelay(.seconds(3))
+        await h.sandbox.state.holdTokenAnswers(true) // until the logout is done
         let busyRead = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
         while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
         // This refresh has read its tokens and waits for the busy one's slot when the logout comes.
         let leavingRead = Task { try await leaving.api(h.baseURL + "/fhir/Patient/pat-1", launch: leavingLaunch) }
-        try await Task.sleep(for: .seconds(1))
+        let queued = ContinuousClock.now + .seconds(10)
+        while h.bff.refreshesWaitingForTheirTurn == 0, ContinuousClock.now < queued { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(h.bff.refreshesWaitingForTheirTurn == 1, "the second refresh did not wait for the first's slot")
         #expect(try await leaving.api("POST", h.baseURL + "/logout").status == 204)
+        await h.sandbox.state.holdTokenAnswers(false)
         let page = try await leavingRead.value
         #expect(page.status == 401, "\(String(decoding: page.body, as: UTF8.self))")
-        #expect(try await busyRead.value == 200)
+        let busyStatus = try await busyRead.value
+        #expect(busyStatus == 200)
     }
 
     @Test("a logout while a refresh waits on the EHR revokes the tokens the refresh brings, not the ones it replaced")

@@ -41,6 +41,9 @@ actor TokenRefresher {
         gate = RefreshGate(slots: limits.concurrent)
     }
 
+    /// Refreshes waiting for a slot of the gate (for tests).
+    nonisolated var waitingForTheirTurn: Int { gate.waiting }
+
     /// Whether the access token of `tokens` is past its `expires_in` (never, without one).
     nonisolated static func hasExpired(_ tokens: TokenSet, now: Date) -> Bool {
         tokens.accessTokenExpiresAt.map { $0 <= now } ?? false
