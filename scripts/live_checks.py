@@ -112,6 +112,29 @@ assert hup.wait(timeout=30) == 0, "the demo did not stop cleanly on SIGHUP"
 assert started and not (demo_clusters() & started), f"SIGHUP left the demo's PostgreSQL behind: {started}"
 print("demo: SIGHUP stops it and deletes its PostgreSQL")
 
+# demo: killed outright (SIGKILL: no handler of its own runs), its throwaway PostgreSQL is
+# still stopped and deleted, by the watchdog each embedded cluster has.
+before = demo_clusters()
+kill_port = free_port()
+killed = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(kill_port), "--sandbox-port", str(free_port())],
+                          env=hup_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(300):
+    try:
+        socket.create_connection(("127.0.0.1", kill_port), timeout=0.5).close(); break
+    except OSError:
+        time.sleep(0.1)
+started = demo_clusters() - before
+killed.kill()
+killed.wait(timeout=10)
+def left_running():
+    return [f for f in started if subprocess.run(["pgrep", "-f", f"{f}/data"], capture_output=True).returncode == 0]
+for _ in range(100):
+    if not (demo_clusters() & started) and not left_running(): break
+    time.sleep(0.1)
+assert started and not (demo_clusters() & started) and not left_running(), \
+    f"SIGKILL left the demo's PostgreSQL behind: {started}, running: {left_running()}"
+print("demo: SIGKILL leaves no PostgreSQL behind (its watchdog stops and deletes it)")
+
 bff_port, ehr_port = free_port(), free_port()
 env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
 demo = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(bff_port), "--sandbox-port", str(ehr_port)],

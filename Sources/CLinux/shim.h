@@ -14,6 +14,9 @@ static inline int bff_accept4(int fd, int flags) { return accept4(fd, (struct so
 /* glibc 2.34+: the child closes every descriptor from `from` on. Not in Glibc's module. */
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
 static inline int bff_spawn_close_from(posix_spawn_file_actions_t *actions, int from) { return posix_spawn_file_actions_addclosefrom_np(actions, from); }
+/* glibc 2.26+: the child starts a session of its own (POSIX_SPAWN_SETSID, a GNU flag), out of
+   reach of the terminal's signals and of a kill of our process group. */
+static inline int bff_spawnattr_set_new_session(posix_spawnattr_t *attr) { return posix_spawnattr_setflags(attr, 0x80); }
 /* The calling thread's name as `top -H` and /proc show it (at most 15 bytes); prctl is
    variadic, which Swift cannot call. */
 #include <sys/prctl.h>

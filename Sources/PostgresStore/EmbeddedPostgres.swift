@@ -15,6 +15,8 @@ public final class EmbeddedPostgres: Sendable {
     public static let binaries = ProcessInfo.processInfo.environment["BFF_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
     /// Held while the cluster is destroyed; true once it is.
     private let destroyed = Mutex(false)
+    /// Removes the cluster should this process end without `destroy()`.
+    private let watchdog: ClusterWatchdog
 
     public var socketDirectory: String { directory.appendingPathComponent("socket").path }
     var dataDirectory: String { directory.appendingPathComponent("data").path }
@@ -24,28 +26,37 @@ public final class EmbeddedPostgres: Sendable {
     public static func start(prefix: String = "smart-bff-pg", maxConnections: Int = 200,
                              in parent: URL = URL(fileURLWithPath: NSTemporaryDirectory())) throws -> EmbeddedPostgres {
         let directory = parent.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
-        let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000), maxConnections: maxConnections)
+        // Its owner's alone: trust authentication lets whoever reaches the socket in as
+        // the superuser, so no other local user may reach it (folder and socket 0700).
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let watchdog: ClusterWatchdog
         do {
-            // Its owner's alone: trust authentication lets whoever reaches the socket in as
-            // the superuser, so no other local user may reach it (folder and socket 0700).
-            try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            watchdog = try ClusterWatchdog(directory: directory.path)
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        let cluster = EmbeddedPostgres(directory: directory, port: Int.random(in: 20_000...60_000), maxConnections: maxConnections,
+                                       watchdog: watchdog)
+        do {
             try FileManager.default.createDirectory(atPath: cluster.socketDirectory, withIntermediateDirectories: false,
                                                     attributes: [.posixPermissions: 0o700])
             if getuid() == 0 { try Subprocess.run("/bin/chown", ["-R", "postgres", directory.path]) }
             try cluster.run("initdb", ["-D", cluster.dataDirectory, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
             try cluster.startServer()
         } catch {
-            try? FileManager.default.removeItem(at: directory)
+            cluster.destroy()
             throw error
         }
         return cluster
     }
 
-    private init(directory: URL, port: Int, maxConnections: Int) {
+    private init(directory: URL, port: Int, maxConnections: Int, watchdog: ClusterWatchdog) {
         self.directory = directory
         self.port = port
         self.maxConnections = maxConnections
+        self.watchdog = watchdog
     }
 
     private var serverOptions: String {
@@ -76,6 +87,7 @@ public final class EmbeddedPostgres: Sendable {
             guard !done else { return }
             try? run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "stop"])
             try? FileManager.default.removeItem(at: directory)
+            watchdog.dismiss()
             done = true
         }
     }

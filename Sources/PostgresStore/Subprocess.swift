@@ -27,17 +27,27 @@ public enum Subprocess {
     }
 
     /// Starts `executable` with `arguments`, in `environment` (this process's own when nil):
-    /// standard input from /dev/null, standard output appended to `outputPath`, standard
-    /// error to `errorPath` (or with the output), and no other descriptor of ours: a server
-    /// (PostgreSQL) started while connections are open would otherwise hold any descriptor
-    /// not marked close-on-exec for its lifetime. The caller reaps the child (`waitForExit`).
+    /// standard input from descriptor `input` (or /dev/null), standard output appended to
+    /// `outputPath`, standard error to `errorPath` (or with the output), and no other
+    /// descriptor of ours: a server (PostgreSQL) started while connections are open would
+    /// otherwise hold any descriptor not marked close-on-exec for its lifetime. With
+    /// `newSession`, the child starts a session of its own (no terminal's signals reach it).
+    /// The caller reaps the child (`waitForExit`).
     /// - Returns: the child's process id.
     public static func spawn(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                             outputPath: String, errorPath: String? = nil) throws -> Int32 {
+                             input: Int32? = nil, outputPath: String, errorPath: String? = nil, newSession: Bool = false) throws -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if newSession { bff_spawnattr_set_new_session(&attributes) }
+        if let input {
+            posix_spawn_file_actions_adddup2(&actions, input, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         if let errorPath {
             posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
@@ -48,8 +58,8 @@ public enum Subprocess {
         let argv = CStrings([executable] + arguments)
         let envp = environment.map { CStrings($0.map { "\($0.key)=\($0.value)" }) }
         var pid: pid_t = 0
-        let rc = if let envp { posix_spawn(&pid, executable, &actions, nil, argv.pointers, envp.pointers) }
-                 else { posix_spawn(&pid, executable, &actions, nil, argv.pointers, environ) }
+        let rc = if let envp { posix_spawn(&pid, executable, &actions, &attributes, argv.pointers, envp.pointers) }
+                 else { posix_spawn(&pid, executable, &actions, &attributes, argv.pointers, environ) }
         guard rc == 0 else { throw Failure(description: "cannot start \(executable): \(String(cString: strerror(rc)))") }
         return pid
     }
