@@ -35,6 +35,12 @@ public struct SMARTScopes: Sendable, Equatable {
     /// A resource scope as written, for comparing grants (`narrowed`): its context
     /// (`patient`, `user`, `system`), type, permissions as v2 letters (v1 `read` is `rs`,
     /// `write` `cud`, `*` all five), and v2 restrictions.
+    ///
+    /// Two forms Epic grants are read too, so that the proxy does not refuse reads the EHR
+    /// allowed: v1 permissions in any case (`user/RelatedPerson.Read`), and a scope with no
+    /// context (`Patient.read Patient.search`, context ""), whose type must then be a FHIR
+    /// type name and its permission one of those words, with no restriction; `search` is
+    /// the search permission (`s`).
     struct WrittenScope: Equatable {
         let context: String
         let resourceType: String
@@ -42,10 +48,15 @@ public struct SMARTScopes: Sendable, Equatable {
         let restrictions: [String: String]
 
         init?(_ scope: String) {
-            guard let slash = scope.firstIndex(of: "/") else { return nil }
-            context = String(scope[..<slash])
-            guard ["patient", "user", "system"].contains(context) else { return nil }
-            var rest = scope[scope.index(after: slash)...]
+            var rest: Substring
+            if let slash = scope.firstIndex(of: "/") {
+                context = String(scope[..<slash])
+                guard ["patient", "user", "system"].contains(context) else { return nil }
+                rest = scope[scope.index(after: slash)...]
+            } else {
+                context = ""
+                rest = scope[...]
+            }
             var restrictions: [String: String] = [:]
             if let q = rest.firstIndex(of: "?") {
                 for pair in rest[rest.index(after: q)...].split(separator: "&") {
@@ -59,14 +70,16 @@ public struct SMARTScopes: Sendable, Equatable {
             guard let dot = rest.lastIndex(of: "."), dot != rest.startIndex else { return nil }
             resourceType = String(rest[..<dot])
             let permission = String(rest[rest.index(after: dot)...])
-            switch permission {
+            switch permission.lowercased() {
             case "read": letters = ["r", "s"]
             case "write": letters = ["c", "u", "d"]
+            case "search": letters = ["s"]
             case "*": letters = ["c", "r", "u", "d", "s"]
             default:
-                guard !permission.isEmpty, SMARTScopes.isOrderedSubset(permission, of: "cruds") else { return nil }
+                guard !context.isEmpty, !permission.isEmpty, SMARTScopes.isOrderedSubset(permission, of: "cruds") else { return nil }
                 letters = Set(permission)
             }
+            guard context != "" || (restrictions.isEmpty && SMARTScopes.isFHIRTypeName(resourceType[...])) else { return nil }
             self.restrictions = restrictions
         }
 
@@ -92,6 +105,12 @@ public struct SMARTScopes: Sendable, Equatable {
         WrittenScope(scope).map {
             Grant(resourceType: $0.resourceType, read: $0.letters.contains("r"), search: $0.letters.contains("s"), restrictions: $0.restrictions)
         }
+    }
+
+    /// Whether `name` can be a FHIR resource type: an ASCII capital, then ASCII letters.
+    static func isFHIRTypeName(_ name: Substring) -> Bool {
+        guard let first = name.utf8.first, first >= UInt8(ascii: "A"), first <= UInt8(ascii: "Z") else { return false }
+        return name.utf8.allSatisfy { ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) }
     }
 
     static func isOrderedSubset(_ letters: String, of all: String) -> Bool {

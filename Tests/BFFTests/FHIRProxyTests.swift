@@ -95,6 +95,24 @@ struct FHIRProxyTests {
         #expect(await h.sandbox.state.fhirRequests == 0)
     }
 
+    @Test("a grant written as Epic writes some (v1 permissions capitalised, no context) allows what it names, and only that")
+    func epicStyleScopes() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setTokenResponseExtras(["scope": "launch/patient openid fhirUser user/Patient.Read Observation.read Condition.search offline_access"])
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.resetCounters()
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1", launch: launch).status == 200)
+        #expect(try await browser.api(h.baseURL + "/fhir/Condition?patient=pat-1", launch: launch).status == 200)
+        #expect(await h.sandbox.state.fhirRequests == 3)
+        // Search is not read, and a type not named is not granted.
+        #expect(try await browser.api(h.baseURL + "/fhir/Condition/cond-1-1", launch: launch).status == 403)
+        #expect(try await browser.api(h.baseURL + "/fhir/MedicationRequest?patient=pat-1", launch: launch).status == 403)
+        #expect(await h.sandbox.state.fhirRequests == 3)
+    }
+
     @Test("reads outside the granted scopes are 403 with no upstream call")
     func scopes() async throws {
         let h = try await BFFHarness.start(registrations: { s, _ in

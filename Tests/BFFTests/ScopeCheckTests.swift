@@ -38,6 +38,25 @@ struct ScopeCheckTests {
                     == "launch/patient openid fhirUser patient/*.rs offline_access")
     }
 
+    @Test("Epic's forms: v1 permissions in any case, and scopes with no context whose type is a FHIR type name; nothing else new")
+    func epicForms() {
+        let capitalised = SMARTScopes("user/RelatedPerson.Read patient/Observation.WRITE")
+        #expect(capitalised.allows("RelatedPerson", .read) && capitalised.allows("RelatedPerson", .search))
+        #expect(!capitalised.allows("Observation", .read))
+        let bare = SMARTScopes("openid Patient.read Condition.search")
+        #expect(bare.allows("Patient", .read) && bare.allows("Patient", .search))
+        #expect(bare.allows("Condition", .search) && !bare.allows("Condition", .read) && !bare.allows("Observation", .read))
+        // v2 letters stay lower case; a context-free scope needs a type name (no wildcard, no lower case).
+        for scope in ["patient/Observation.RS", "*.read", "patient.read", "fhir.read", "Observation.rs", "Observation.read?category=laboratory", "Patient.Foo.read", "launch/patient", "openid"] {
+            #expect(!SMARTScopes(scope).allows("Observation", .read) && !SMARTScopes(scope).allows("Patient", .read), "\(scope)")
+        }
+        // A refresh's answer in Epic's form is within the launch's grant written either way,
+        // and a wider one is not.
+        #expect(SMARTScopes.narrowed("Patient.read user/Observation.Read", within: "Patient.read user/Observation.read")
+                    == "Patient.read user/Observation.Read user/Observation.read")
+        #expect(SMARTScopes.narrowed("Patient.read Observation.read", within: "Patient.search") == "Patient.search")
+    }
+
     @Test("type history needs search with no restriction: a restricted grant is refused even with the category in the query")
     func typeHistory() {
         let restricted = SMARTScopes(ScopeCheckTests.laboratory)
