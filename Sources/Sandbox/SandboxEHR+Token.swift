@@ -131,10 +131,10 @@ extension SandboxEHR {
         case "ES384": verified = (try? P384PublicKey(pem: pem))?.verifyES384(signature: jws.signature, message: jws.signingInput) ?? false
         default: verified = false
         }
-        // exp in the future and at most 5 minutes away (5 s leeway for the client's clock).
-        let now = Date().timeIntervalSince1970
+        // exp in the future and at most 5 minutes away, by this server's clock, as Epic checks it.
+        let now = Date().timeIntervalSince1970 - Double(await state.assertionClockLag)
         guard verified, jws.payload["aud"]?.stringValue == baseURL + "/token",
-              let exp = jws.payload["exp"]?.doubleValue, exp > now, exp <= now + 305,
+              let exp = jws.payload["exp"]?.doubleValue, exp > now, exp <= now + 300,
               let jti = jws.payload["jti"]?.stringValue, await state.noteAssertion(jti) else { return nil }
         return client
     }

@@ -69,6 +69,9 @@ public actor SandboxState {
     /// until it is cleared, a minute at most: a test says when the EHR answers, where a
     /// delay would guess how long the rest of the test takes on a loaded machine.
     public private(set) var holdingTokenAnswers = false
+    /// Seconds the token endpoint's clock reads behind the real time when it checks a client
+    /// assertion's `exp`: an EHR whose clock lags the BFF's.
+    public private(set) var assertionClockLag = 0
     /// The next authorization request is answered with `error=access_denied`.
     public private(set) var denyNextAuthorization = false
     /// Every FHIR request waits this long before it is answered.
@@ -148,6 +151,8 @@ public actor SandboxState {
     }
     /// Delays every token endpoint answer by `delay`, or not at all with nil.
     public func setTokenDelay(_ delay: Duration?) { tokenDelay = delay }
+    /// Makes the token endpoint's clock read `seconds` behind when it checks client assertions.
+    public func setAssertionClockLag(_ seconds: Int) { assertionClockLag = seconds }
     /// Holds every token endpoint answer from now on (true) until released (false).
     public func holdTokenAnswers(_ on: Bool) { holdingTokenAnswers = on }
     /// Answers the next authorization request with `error=access_denied`.

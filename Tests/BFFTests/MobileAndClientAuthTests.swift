@@ -139,6 +139,21 @@ struct MobileAndClientAuthTests {
         #expect(try await browser.request(h.baseURL + "/login?return_to=myapp%3A%2F%2Fcb").status == 400)
     }
 
+    @Test("a private_key_jwt assertion expires well within the 5 minutes EHRs allow: one whose clock lags the BFF's by 30 s takes it")
+    func clientAssertionLeavesRoomForClockSkew() async throws {
+        let key = try P384PrivateKey.generate()
+        var client = SandboxClient(id: "confidential-app", redirectURIs: [])
+        client.publicKeyPEM = try key.publicKey.pem
+        let pem = try key.pem
+        let h = try await BFFHarness.start(extraClients: [client], registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "confidential-app", privateKeyPEM: Secret(pem), privateKeyID: "ec-1")]
+        })
+        defer { Task { await h.stop() } }
+        await h.sandbox.state.setAssertionClockLag(30)
+        let (done, launch) = try await h.standaloneLogin(Browser(client: h.client))
+        #expect(done.status == 302 && launch != nil, "\(done.status) \(done.text)")
+    }
+
     @Test("client_secret_basic, and private_key_jwt with RS384 and ES384 keys, on code exchange, refresh and revocation",
           arguments: ["secret", "rsa", "ec"])
     func clientAuthentication(_ kind: String) async throws {
