@@ -41,7 +41,7 @@ public struct TokenResponse: Sendable {
             // An empty refresh token is none: sent back, it could only be refused.
             refreshToken: json["refresh_token"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }, idToken: json["id_token"]?.stringValue,
             patient: json["patient"]?.stringValue, encounter: json["encounter"]?.stringValue,
-            needPatientBanner: json["need_patient_banner"]?.boolValue, smartStyleURL: json["smart_style_url"]?.stringValue,
+            needPatientBanner: json["need_patient_banner"].flatMap(flag), smartStyleURL: json["smart_style_url"]?.stringValue,
             intent: json["intent"]?.stringValue, tenant: json["tenant"]?.stringValue,
             fhirContext: json["fhirContext"], raw: json)
     }
@@ -71,6 +71,17 @@ public struct TokenResponse: Sendable {
     /// unknown, and it is refreshed once the EHR refuses it. Not an error: a refresh refused
     /// after the EHR has rotated the refresh token would lose the new one, and with it the
     /// session; and zero would have every read refresh.
+    /// A boolean, or one written as a string (`"false"`: Epic's token responses have
+    /// `need_patient_banner` so).
+    private static func flag(_ value: JSONValue) -> Bool? {
+        switch value {
+        case let .bool(b): b
+        case .string("true"): true
+        case .string("false"): false
+        default: nil
+        }
+    }
+
     private static func seconds(_ value: JSONValue) -> Int? {
         let seconds: Double
         switch value {

@@ -206,6 +206,19 @@ struct LaunchFlowTests {
         #expect(try await browser.api(named.baseURL + "/session", launch: launch).status == 200)
     }
 
+    @Test("need_patient_banner written as a string, as Epic does, reaches /context as the boolean it says; one that says neither is null",
+          arguments: [(JSONValue.string("false"), false as Bool?), (.string("true"), true), (.string("no"), nil), (.number(0), nil)])
+    func needPatientBannerAsString(given: JSONValue, shown: Bool?) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setTokenResponseExtras(["need_patient_banner": given])
+        let (_, launch) = try await h.standaloneLogin(browser)
+        let context = try JSONParser.parse(try await browser.api(h.baseURL + "/context", launch: launch).body)
+        #expect(context["need_patient_banner"]?.boolValue == shown, "\(String(decoding: context.bytes, as: UTF8.self))")
+        #expect(context["patient"]?.stringValue == "pat-1")
+    }
+
     @Test("openid asked for (a nonce sent), but the token response narrows scope to leave it out and has no ID token: 401 id-token-rejected, no session")
     func idTokenRequiredWhenAskedFor() async throws {
         let h = try await BFFHarness.start()
