@@ -5,14 +5,21 @@ import Glibc
 
 /// TCP sockets bound to 127.0.0.1 on an ephemeral port, for the tests' own servers.
 public enum LoopbackSocket {
-    /// A socket bound to 127.0.0.1 on a port the kernel picks, and that port. The caller
-    /// owns (and closes) the descriptor.
-    public static func bind() throws -> (fd: Int32, port: Int) {
+    /// A socket bound to 127.0.0.1 on `port`, or on one the kernel picks (0), and that port.
+    /// A given port is bound with `SO_REUSEADDR`, as servers bind theirs: only a socket
+    /// bound to it already is in the way, not connections of the past in TIME_WAIT. The
+    /// caller owns (and closes) the descriptor.
+    public static func bind(port: Int = 0) throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        if port != 0 {
+            var on: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -133,10 +133,21 @@ final class BFFHarness: Sendable {
 import Synchronization
 
 /// Ports for BFF instances whose redirect URI must be known before they bind: below the
-/// kernel's ephemeral range, handed out once each in this process.
+/// kernel's ephemeral range, handed out once each in this process, and free when handed
+/// out. Another test run on the machine (its range starts elsewhere, but a run takes
+/// hundreds) or any other server may hold a port of the range: such ports are skipped.
 enum PortAllocator {
     private static let counter = Atomic<Int>(0)
     private static let base = 21_000 + Int(getpid() % 50) * 100
 
-    static func next() -> Int { base + counter.add(1, ordering: .relaxed).newValue % 6_000 }
+    static func next() -> Int {
+        var port = 0
+        for _ in 0..<6_000 {
+            port = base + counter.add(1, ordering: .relaxed).newValue % 6_000
+            guard let (fd, _) = try? LoopbackSocket.bind(port: port) else { continue }
+            close(fd)
+            return port
+        }
+        return port
+    }
 }
