@@ -113,6 +113,19 @@ struct FHIRProxyTests {
         #expect(await h.sandbox.state.fhirRequests == 3)
     }
 
+    @Test("Accept: the front end's goes upstream, but one naming no type (*/*, as fetch() sends) or none asks for FHIR JSON, the form the proxy rewrites",
+          arguments: [("*/*", "application/fhir+json"), ("*/* ; q=0.8", "application/fhir+json"), (nil, "application/fhir+json"),
+                      ("application/fhir+xml", "application/fhir+xml"), ("application/json, text/plain, */*", "application/json, text/plain, */*")])
+    func acceptSentUpstream(given: String?, sent: String) async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        _ = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch, headers: given.map { [("Accept", $0)] } ?? [])
+        let upstream = try #require(await h.sandbox.state.recentFHIRRequests.last)
+        #expect(upstream.headers.filter { $0.name.lowercased() == "accept" }.map(\.value) == [sent])
+    }
+
     @Test("reads outside the granted scopes are 403 with no upstream call")
     func scopes() async throws {
         let h = try await BFFHarness.start(registrations: { s, _ in

@@ -80,6 +80,18 @@ struct FHIRProxy: Sendable {
     /// The front end's conditional-request fields, passed on as they are.
     private static let conditionalFields = ["If-None-Match", "If-Modified-Since"]
 
+    /// The `Accept` sent upstream: the front end's, unless it names no type (none, or only
+    /// `*/*`, what `fetch()` sends unless told otherwise): then FHIR JSON, the form whose
+    /// paging links and references the proxy rewrites, where an EHR left to choose may
+    /// answer XML.
+    static func upstreamAccept(_ given: String?) -> String {
+        guard let given, given.utf8.contains(UInt8(ascii: "*")) else { return given ?? "application/fhir+json" }
+        let namesNoType = given.split(separator: ",").allSatisfy {
+            ($0.split(separator: ";", maxSplits: 1).first ?? "").trimmingCharacters(in: .whitespaces) == "*/*"
+        }
+        return namesNoType ? "application/fhir+json" : given
+    }
+
     /// `base/path?query` (`base?query` for a page at the base), built in one string.
     private static func upstreamURL(base: String, path: String, query: String?) -> String {
         var url = ""
@@ -146,7 +158,7 @@ struct FHIRProxy: Sendable {
         var headers: [(String, String)] = []
         headers.reserveCapacity(2 + FHIRProxy.conditionalFields.count)
         headers.append(("Authorization", "Bearer " + token))
-        headers.append(("Accept", request.headers["Accept"] ?? "application/fhir+json"))
+        headers.append(("Accept", FHIRProxy.upstreamAccept(request.headers["Accept"])))
         for name in FHIRProxy.conditionalFields {
             if let value = request.headers[name] { headers.append((name, value)) }
         }
