@@ -26,6 +26,8 @@ public actor EHRMetadata {
     private var failures: [String: (error: SMARTError, at: ContinuousClock.Instant)] = [:]
     private var inFlight: [String: Task<SMARTConfiguration, any Error>] = [:]
     private var statuses: [String: Status] = [:]
+    /// `jwks_uri`s found under OpenID issuers (`jwksURI(ofIssuer:)`), by issuer.
+    private var issuerJWKS: [String: (uri: String, fetchedAt: ContinuousClock.Instant)] = [:]
 
     public init(client: HTTPClient, ttl: Duration = .seconds(300), failureHold: Duration = .seconds(5)) {
         self.client = client
@@ -61,6 +63,27 @@ public actor EHRMetadata {
             }
         }
         return try result.get()
+    }
+
+    /// The `jwks_uri` of the OpenID provider `issuer`, from its own discovery document,
+    /// `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery §4), for an EHR
+    /// whose SMART discovery names no JWKS: Epic before its August 2021 version publishes
+    /// the document only under its OAuth server, not under the FHIR base. The document must
+    /// name `issuer` as its own (§4.3), and its `jwks_uri` must be https (or loopback http).
+    public func jwksURI(ofIssuer issuer: String) async throws(SMARTError) -> String {
+        if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
+        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        let answer = try await EHRMetadata.get(base + "/.well-known/openid-configuration", client: client)
+        guard answer.status == 200 else { throw SMARTError(.discovery, "\(base)/.well-known/openid-configuration answered HTTP \(answer.status)") }
+        guard let json = try? JSONParser.parse(answer.body) else { throw SMARTError(.discovery, "the issuer's openid-configuration is not JSON") }
+        guard json["issuer"]?.stringValue == issuer else {
+            throw SMARTError(.discovery, "the openid-configuration under \(issuer) names another issuer")
+        }
+        guard let uri = json["jwks_uri"]?.stringValue, URLPolicy.isUsableEndpoint(uri) else {
+            throw SMARTError(.discovery, "the issuer's openid-configuration has no jwks_uri that is an absolute https URL")
+        }
+        issuerJWKS[issuer] = (uri, .now)
+        return uri
     }
 
     /// The `issuer` the cached discovery of `iss` named, if it is cached and named one.

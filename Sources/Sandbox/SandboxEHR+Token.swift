@@ -75,7 +75,7 @@ extension SandboxEHR {
         if idToken, scopes.contains("openid") {
             let (kid, key) = await state.currentKey()
             let now = Int(Date().timeIntervalSince1970)
-            var claims: JSONValue = ["iss": .string(issuer), "sub": .string(await state.idTokenSubject), "aud": .string(client.id),
+            var claims: JSONValue = ["iss": .string(options.idTokensOwnIssuer ?? issuer), "sub": .string(await state.idTokenSubject), "aud": .string(client.id),
                                      "exp": .number(Double(now + 300)), "iat": .number(Double(now))]
             if let nonce { claims = claims.setting("nonce", .string(nonce)) }
             if scopes.contains("fhirUser") { claims = claims.setting("fhirUser", .string(fhirBaseURL + "/Practitioner/prac-1")) }

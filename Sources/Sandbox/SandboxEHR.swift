@@ -50,6 +50,14 @@ public final class SandboxEHR: Sendable {
         /// FHIR base: then, as an Oracle Health tenant was reported to, discovery names no
         /// `issuer` and `openid-configuration` is not found.
         public var idTokenIssuer: String?
+        /// The `iss` of ID tokens alone, when it differs from the issuer discovery names (which
+        /// RFC 9207 authorization responses carry): Oracle Health's tenants name
+        /// `…/tenants/{t}` in discovery and `…/tenants/{t}/oidc/idsps/{t}/` in ID tokens.
+        public var idTokensOwnIssuer: String?
+        /// As Epic before its August 2021 version: the ID tokens' issuer is the OAuth server,
+        /// `{sandbox}/oauth2`; the smart-configuration names neither `issuer` nor `jwks_uri`,
+        /// and the OpenID configuration is served only under that issuer, not the FHIR base.
+        public var openIDConfigurationAtOAuthServerOnly = false
 
         /// The defaults above.
         public init() {}
@@ -66,7 +74,7 @@ public final class SandboxEHR: Sendable {
     /// The FHIR base URL (`iss`).
     public var fhirBaseURL: String { baseURL + "/fhir" }
     /// The ID tokens' issuer.
-    public var issuer: String { options.idTokenIssuer ?? fhirBaseURL }
+    public var issuer: String { options.openIDConfigurationAtOAuthServerOnly ? baseURL + "/oauth2" : options.idTokenIssuer ?? fhirBaseURL }
     /// The bound port.
     public var port: Int { server.port }
 
@@ -117,7 +125,14 @@ public final class SandboxEHR: Sendable {
         router.get("/fhir/.well-known/smart-configuration") { _ in .json(try sandbox().smartConfiguration().bytes) }
         router.get("/fhir/.well-known/openid-configuration") { _ in
             let s = try sandbox()
-            guard s.options.idTokenIssuer == nil else { throw HTTPError(.notFound, detail: "No OpenID discovery here.") }
+            guard s.options.idTokenIssuer == nil, !s.options.openIDConfigurationAtOAuthServerOnly else {
+                throw HTTPError(.notFound, detail: "No OpenID discovery here.")
+            }
+            return .json(s.openIDConfiguration().bytes)
+        }
+        router.get("/oauth2/.well-known/openid-configuration") { _ in
+            let s = try sandbox()
+            guard s.options.openIDConfigurationAtOAuthServerOnly else { throw HTTPError(.notFound, detail: "No OpenID discovery here.") }
             return .json(s.openIDConfiguration().bytes)
         }
         router.get("/fhir/metadata") { _ in let s = try sandbox(); return s.fhirJSON(s.capabilityStatement()) }

@@ -177,6 +177,42 @@ struct LaunchFlowTests {
         #expect(try await browser.request(stripped.string!).status == 400) // state already used, and iss is required
     }
 
+    @Test("an EHR whose ID tokens name another issuer than its discovery does (Oracle Health's tenants), RFC 9207's iss its discovery's: sign-in works once id_token_issuer names the tokens' issuer, trailing slash and all")
+    func idTokensOfAnotherIssuer() async throws {
+        let tokensIssuer = "https://authorization.example.org/tenants/t-1/oidc/idsps/t-1/"
+        let h = try await BFFHarness.start(registrations: { sandbox, _ in
+            var registration = IssuerRegistration(iss: sandbox.fhirBaseURL, clientID: "test-app")
+            registration.idTokenIssuer = tokensIssuer
+            return [registration]
+        }, sandbox: { $0.idTokensOwnIssuer = tokensIssuer; $0.issParameter = true })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (done, launch) = try await h.standaloneLogin(browser)
+        #expect(done.status == 302 && launch != nil, "\(done.status) \(done.text)")
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
+    }
+
+    @Test("an EHR whose discovery names no JWKS and whose OpenID configuration is only under its OAuth server (Epic before August 2021): sign-in works once id_token_issuer names that server; without it, 401")
+    func jwksFromTheIssuersOwnDiscovery() async throws {
+        func start(naming: Bool) async throws -> BFFHarness {
+            try await BFFHarness.start(registrations: { sandbox, _ in
+                var registration = IssuerRegistration(iss: sandbox.fhirBaseURL, clientID: "test-app")
+                if naming { registration.idTokenIssuer = sandbox.baseURL + "/oauth2" }
+                return [registration]
+            }, sandbox: { $0.openIDConfigurationAtOAuthServerOnly = true; $0.issParameter = naming }) // else RFC 9207's iss fails first
+        }
+        let named = try await start(naming: true)
+        defer { Task { await named.stop() } }
+        let browser = Browser(client: named.client)
+        let (done, launch) = try await named.standaloneLogin(browser)
+        #expect(done.status == 302 && launch != nil, "\(done.status) \(done.text)")
+        #expect(try await browser.api(named.baseURL + "/session", launch: launch).status == 200)
+        let unnamed = try await start(naming: false)
+        defer { Task { await unnamed.stop() } }
+        let refused = try await unnamed.standaloneLogin(Browser(client: unnamed.client))
+        #expect(refused.page.status == 401 && refused.page.text.contains("publishes no JWKS"), "\(refused.page.status) \(refused.page.text)")
+    }
+
     @Test("an EHR whose discovery names no OpenID issuer and whose ID tokens name another (as an Oracle Health tenant was reported to): sign-in is 401 with the token's iss in the log line, and works once the registration's id_token_issuer names it, RFC 9207 iss included")
     func idTokenIssuerFromTheRegistration() async throws {
         let authorizationServer = "https://authorization.example.org/tenants/t-1/"

@@ -34,6 +34,12 @@ public struct IssuerRegistration: Sendable {
     /// (`discovered`), else the FHIR base.
     public func openIDIssuer(discovered: String?) -> String { idTokenIssuer ?? discovered ?? iss }
 
+    /// The authorization server's issuer, which RFC 9207's `iss` names: the one discovery
+    /// named (`discovered`), else `idTokenIssuer`, else the FHIR base. It differs from
+    /// `openIDIssuer` where an EHR's ID tokens name another issuer than its discovery does
+    /// (Oracle Health: `…/tenants/{t}` and `…/tenants/{t}/oidc/idsps/{t}/`).
+    public func authorizationServerIssuer(discovered: String?) -> String { discovered ?? idTokenIssuer ?? iss }
+
     /// `iss` compares without a trailing slash.
     public static func normalize(_ iss: String) -> String {
         var s = iss

@@ -75,16 +75,30 @@ struct CallbackHandler: Sendable {
 
     /// RFC 9207: `iss` must be the authorization server's issuer when present, and must be
     /// present when the server says it sends it. Compared byte for byte, but for trailing
-    /// slashes: where discovery names no issuer, the expected one is the FHIR base, whose
-    /// trailing slash the registration drops.
+    /// slashes: where discovery names no issuer, the expected one is `id_token_issuer` or
+    /// the FHIR base, whose trailing slash the registration drops.
     private func checkIssuerParameter(_ iss: String?, configuration: SMARTConfiguration, registration: IssuerRegistration) throws {
-        let expected = registration.openIDIssuer(discovered: configuration.issuer)
+        let expected = registration.authorizationServerIssuer(discovered: configuration.issuer)
         if let iss {
             guard IssuerRegistration.normalize(iss).utf8.elementsEqual(IssuerRegistration.normalize(expected).utf8) else {
                 throw Problems.badRequest("The authorization response came from another issuer (RFC 9207).", type: "issuer-mismatch")
             }
         } else if configuration.issParameterSupported {
             throw Problems.badRequest("The authorization response lacks the iss parameter the EHR promises (RFC 9207).", type: "issuer-mismatch")
+        }
+    }
+
+    /// Where the EHR's ID-token keys are: its discovery's `jwks_uri`, else the one the
+    /// OpenID issuer's own discovery document names.
+    private func jwksURL(_ configuration: SMARTConfiguration, issuer: String, registration: IssuerRegistration,
+                         logger: Logger) async throws -> String {
+        if let known = configuration.jwksURI { return known }
+        do {
+            return try await services.metadata.jwksURI(ofIssuer: issuer)
+        } catch {
+            logger.warning("ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.detail)])
+            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected",
+                            detail: "The EHR publishes no JWKS: its discovery names none, and \(error.detail).")
         }
     }
 
@@ -100,11 +114,9 @@ struct CallbackHandler: Sendable {
         guard let idToken = tokens.idToken else {
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR returned no ID token.")
         }
-        guard let jwksURL = configuration.jwksURI else {
-            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR publishes no JWKS.")
-        }
+        let issuer = registration.openIDIssuer(discovered: configuration.issuer)
+        let jwksURL = try await jwksURL(configuration, issuer: issuer, registration: registration, logger: logger)
         do {
-            let issuer = registration.openIDIssuer(discovered: configuration.issuer)
             let claims = try await services.idTokens.validate(idToken, issuer: issuer,
                                                                clientID: registration.clientID, nonce: pending.nonce, jwksURL: jwksURL)
             if let failure = await services.jwks.fetchFailure(issuer: issuer) {
