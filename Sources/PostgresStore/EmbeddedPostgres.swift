@@ -16,7 +16,22 @@ public final class EmbeddedPostgres: Sendable {
     /// Held while the cluster is destroyed; true once it is.
     private let destroyed = Mutex(false)
     /// Removes the cluster should this process end without `destroy()`.
-    private let watchdog: ClusterWatchdog
+    private let watchdog: ExitWatchdog
+
+    /// The watchdog's work, with the cluster's folder as `$0`: stop the server if the process
+    /// `postmaster.pid` names is this cluster's postmaster (SIGQUIT, PostgreSQL's immediate
+    /// shutdown), wait for it to exit, delete the folder.
+    private static let cleanup = """
+        pid=$(head -n 1 "$0/data/postmaster.pid" 2>/dev/null)
+        case "$pid" in
+          ''|*[!0-9]*) ;;
+          *) if tr '\\0' '\\n' < "/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$0/data"; then
+               kill -QUIT "$pid"
+               while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+             fi ;;
+        esac
+        rm -rf -- "$0"
+        """
 
     public var socketDirectory: String { directory.appendingPathComponent("socket").path }
     var dataDirectory: String { directory.appendingPathComponent("data").path }
@@ -30,9 +45,9 @@ public final class EmbeddedPostgres: Sendable {
         // the superuser, so no other local user may reach it (folder and socket 0700).
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        let watchdog: ClusterWatchdog
+        let watchdog: ExitWatchdog
         do {
-            watchdog = try ClusterWatchdog(directory: directory.path)
+            watchdog = try ExitWatchdog(script: cleanup, arguments: [directory.path])
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
@@ -52,7 +67,7 @@ public final class EmbeddedPostgres: Sendable {
         return cluster
     }
 
-    private init(directory: URL, port: Int, maxConnections: Int, watchdog: ClusterWatchdog) {
+    private init(directory: URL, port: Int, maxConnections: Int, watchdog: ExitWatchdog) {
         self.directory = directory
         self.port = port
         self.maxConnections = maxConnections
