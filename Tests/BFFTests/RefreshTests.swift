@@ -103,6 +103,32 @@ struct RefreshTests {
         #expect(await h.sandbox.state.refreshCount == 1)
     }
 
+    @Test("the database goes away for seconds while the EHR answers a refresh (a failover): the rotated tokens are stored once it is back, and the session goes on")
+    func refreshStoredAfterOutage() async throws {
+        let h = try await BFFHarness.start(refreshDeadline: .seconds(25))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
+        await h.sandbox.state.setRotateRefreshTokens(true) // the EHR uses up the old refresh token as it answers
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.holdTokenAnswers(true)
+        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        let asked = ContinuousClock.now + .seconds(10)
+        while await h.sandbox.state.refreshCount == 0, ContinuousClock.now < asked { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(await h.sandbox.state.refreshCount == 1, "the refresh did not reach the EHR")
+        // The database goes (every connection cut, none let in), and the EHR answers meanwhile.
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        await h.sandbox.state.holdTokenAnswers(false)
+        try await Task.sleep(for: .seconds(3))
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+        let status = try await read.value
+        #expect(status == 200)
+        #expect(try await h.tokenVersion(of: launch) == 2, "the EHR's answer was not stored")
+        #expect(try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status == 200)
+        #expect(await h.sandbox.state.refreshCount == 1)
+        #expect(await h.sandbox.state.liveRefreshTokens == 1, "the rotated refresh token was revoked or lost")
+    }
+
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")
     func refreshAfter401() async throws {
         let h = try await BFFHarness.start()

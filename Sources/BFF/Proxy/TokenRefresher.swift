@@ -225,25 +225,38 @@ actor TokenRefresher {
     }
 
     /// The EHR answered a refresh and the transaction holding the lock then failed (its
-    /// connection was lost, the database restarted): the answer, a rotated refresh token
-    /// perhaps, is stored in a new transaction, unless the launch's tokens moved on from
-    /// `seen` meanwhile. Should that fail too, the new tokens are revoked (the launch keeps
-    /// the old ones, which a rotating EHR will refuse) and the error stands.
+    /// connection was lost, the database restarted or failed over): the answer, a rotated
+    /// refresh token perhaps, is stored in a new transaction, unless the launch's tokens moved
+    /// on from `seen` meanwhile. While the database cannot take it (a failover takes seconds),
+    /// it is tried again, backing off, for up to `storeRetryLimit`: the refresh token the EHR
+    /// used up is gone, so dropping its answer would end the session. Should every try fail,
+    /// or the database refuse the values, the new tokens are revoked (the launch keeps the
+    /// old ones, which a rotating EHR will refuse) and the error stands.
     private static func storeAgain(_ next: TokenSet, scope: String?, of launch: LaunchRecord, seen: Int, after error: PostgresError,
                                    services: BFFServices, background: BackgroundTasks) async throws -> TokenSet {
-        do {
-            let stored = try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, TokenSet) in
-                locked.version == seen ? (.replace(next, scope: scope), next) : (.keep, locked)
+        let giveUp = ContinuousClock.now + storeRetryLimit
+        var pause = Duration.milliseconds(100)
+        while true {
+            do {
+                let stored = try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, TokenSet) in
+                    locked.version == seen ? (.replace(next, scope: scope), next) : (.keep, locked)
+                }
+                guard let stored else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
+                services.logger.warning("a refresh's answer was stored on a second try", metadata: [
+                    "smart.iss": .string(launch.iss), "error": .string(String(describing: type(of: error)))])
+                return stored
+            } catch let again as PostgresError where again.isTransient && ContinuousClock.now + pause < giveUp {
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(2))
+            } catch let again as PostgresError {
+                background.start { await services.revokeTokens(of: [(launch, next)]) }
+                throw again
             }
-            guard let stored else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
-            services.logger.warning("a refresh's answer was stored on a second try", metadata: [
-                "smart.iss": .string(launch.iss), "error": .string(String(describing: type(of: error)))])
-            return stored
-        } catch let again as PostgresError {
-            background.start { await services.revokeTokens(of: [(launch, next)]) }
-            throw again
         }
     }
+
+    /// How long a refresh's answer is tried again while the database cannot store it.
+    static let storeRetryLimit: Duration = .seconds(30)
 
     /// The grant of `launch` is gone: so is its session, rather than one that looks alive
     /// while every call fails, and the tokens of its other launches are revoked as at
