@@ -228,10 +228,11 @@ actor TokenRefresher {
     /// connection was lost, the database restarted or failed over): the answer, a rotated
     /// refresh token perhaps, is stored in a new transaction, unless the launch's tokens moved
     /// on from `seen` meanwhile. While the database cannot take it (a failover takes seconds),
-    /// it is tried again, backing off, for up to `storeRetryLimit`: the refresh token the EHR
-    /// used up is gone, so dropping its answer would end the session. Should every try fail,
-    /// or the database refuse the values, the new tokens are revoked (the launch keeps the
-    /// old ones, which a rotating EHR will refuse) and the error stands.
+    /// it is tried again, backing off, for up to `storeRetryLimit` (not once the pool has
+    /// closed, at the end of a shutdown): the refresh token the EHR used up is gone, so
+    /// dropping its answer would end the session. Should every try fail, or the database
+    /// refuse the values, the new tokens are revoked (the launch keeps the old ones, which a
+    /// rotating EHR will refuse) and the error stands.
     private static func storeAgain(_ next: TokenSet, scope: String?, of launch: LaunchRecord, seen: Int, after error: PostgresError,
                                    services: BFFServices, background: BackgroundTasks) async throws -> TokenSet {
         let giveUp = ContinuousClock.now + storeRetryLimit
@@ -245,7 +246,7 @@ actor TokenRefresher {
                 services.logger.warning("a refresh's answer was stored on a second try", metadata: [
                     "smart.iss": .string(launch.iss), "error": .string(String(describing: type(of: error)))])
                 return stored
-            } catch let again as PostgresError where again.isTransient && ContinuousClock.now + pause < giveUp {
+            } catch let again as PostgresError where again.isTransient && !again.isPoolClosed && ContinuousClock.now + pause < giveUp {
                 try? await Task.sleep(for: pause)
                 pause = min(pause * 2, .seconds(2))
             } catch let again as PostgresError {

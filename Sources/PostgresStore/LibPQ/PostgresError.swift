@@ -60,6 +60,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var isConnectionFailure: Bool { code == .connection || code == .closed }
     /// No pooled connection became free in time.
     public var isPoolTimeout: Bool { code == .poolTimeout }
+    /// The pool was closed (the process is stopping): trying again cannot succeed.
+    public var isPoolClosed: Bool { code == .closed }
     /// The server refused a value itself (SQLSTATE class 22, data exception, such as NUL in
     /// text or a character the database encoding lacks; class 23, integrity constraint; class
     /// 54, program limit): sending the same values again fails again.
