@@ -96,17 +96,20 @@ print("ports out of range are refused")
 # demo: SIGHUP (a closed terminal) stops it as SIGINT does, its throwaway PostgreSQL deleted.
 def demo_clusters():
     return {p for p in pathlib.Path(tempfile.gettempdir()).glob("smart-bff-demo-pg*")}
-before = demo_clusters()
-hup_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-hup_port = free_port()
-hup = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(hup_port), "--sandbox-port", str(free_port())],
-                       env=hup_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for _ in range(300):
-    try:
-        socket.create_connection(("127.0.0.1", hup_port), timeout=0.5).close(); break
-    except OSError:
-        time.sleep(0.1)
-started = demo_clusters() - before
+demo_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+def start_demo():
+    """A demo on free ports, once it listens; and the throwaway clusters it made."""
+    before = demo_clusters()
+    port = free_port()
+    demo = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(port), "--sandbox-port", str(free_port())],
+                            env=demo_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close(); break
+        except OSError:
+            time.sleep(0.1)
+    return demo, demo_clusters() - before
+hup, started = start_demo()
 hup.send_signal(signal.SIGHUP)
 assert hup.wait(timeout=30) == 0, "the demo did not stop cleanly on SIGHUP"
 assert started and not (demo_clusters() & started), f"SIGHUP left the demo's PostgreSQL behind: {started}"
@@ -114,16 +117,7 @@ print("demo: SIGHUP stops it and deletes its PostgreSQL")
 
 # demo: killed outright (SIGKILL: no handler of its own runs), its throwaway PostgreSQL is
 # still stopped and deleted, by the watchdog each embedded cluster has.
-before = demo_clusters()
-kill_port = free_port()
-killed = subprocess.Popen([str(root / ".build/debug/smart-bff"), "demo", "--port", str(kill_port), "--sandbox-port", str(free_port())],
-                          env=hup_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for _ in range(300):
-    try:
-        socket.create_connection(("127.0.0.1", kill_port), timeout=0.5).close(); break
-    except OSError:
-        time.sleep(0.1)
-started = demo_clusters() - before
+killed, started = start_demo()
 killed.kill()
 killed.wait(timeout=10)
 def left_running():

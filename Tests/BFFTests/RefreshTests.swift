@@ -81,9 +81,7 @@ struct RefreshTests {
         let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
         // While the EHR has the request, the connection that holds the token row lock is
         // ended (a failover, a DBA's kill).
-        let asked = ContinuousClock.now + .seconds(10)
-        while await h.sandbox.state.refreshCount == 0, ContinuousClock.now < asked { try await Task.sleep(for: .milliseconds(20)) }
-        try #require(await h.sandbox.state.refreshCount == 1, "the refresh did not reach the EHR")
+        try await h.untilTheEHRHasARefreshRequest()
         var ended = 0
         let deadline = ContinuousClock.now + .seconds(10)
         while ended == 0, ContinuousClock.now < deadline {
@@ -113,9 +111,7 @@ struct RefreshTests {
         await h.sandbox.state.resetCounters()
         await h.sandbox.state.holdTokenAnswers(true)
         let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
-        let asked = ContinuousClock.now + .seconds(10)
-        while await h.sandbox.state.refreshCount == 0, ContinuousClock.now < asked { try await Task.sleep(for: .milliseconds(20)) }
-        try #require(await h.sandbox.state.refreshCount == 1, "the refresh did not reach the EHR")
+        try await h.untilTheEHRHasARefreshRequest()
         // The database goes (every connection cut, none let in), and the EHR answers meanwhile.
         try await PostgresStoreAdmin.takeAway(h.database.url)
         await h.sandbox.state.holdTokenAnswers(false)
@@ -275,7 +271,7 @@ struct RefreshTests {
         await h.sandbox.state.resetCounters()
         let failing = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: first).status }
         if evicted {
-            while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await h.untilTheEHRHasARefreshRequest()
             h.bff.services.proxyCache.invalidate(launchHash: Identifier.hash(try #require(first)))
         }
         #expect(try await failing.value == 401)
@@ -299,7 +295,7 @@ struct RefreshTests {
         await h.sandbox.state.resetCounters()
         await h.sandbox.state.holdTokenAnswers(true) // until the logout is done
         let busyRead = Task { try await busy.api(h.baseURL + "/fhir/Patient/pat-1", launch: busyLaunch).status }
-        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await h.untilTheEHRHasARefreshRequest()
         // This refresh has read its tokens and waits for the busy one's slot when the logout comes.
         let leavingRead = Task { try await leaving.api(h.baseURL + "/fhir/Patient/pat-1", launch: leavingLaunch) }
         let queued = ContinuousClock.now + .seconds(10)
@@ -324,7 +320,7 @@ struct RefreshTests {
         await h.sandbox.state.setTokenDelay(.seconds(2))
         await h.sandbox.state.resetCounters()
         let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
-        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await h.untilTheEHRHasARefreshRequest()
         #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
         _ = try await read.value
         // Nothing the EHR issued for this session can still be used.
@@ -388,7 +384,7 @@ struct RefreshTests {
         await h.sandbox.state.setTokenDelay(.seconds(2))
         await h.sandbox.state.resetCounters()
         let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
-        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await h.untilTheEHRHasARefreshRequest()
         await h.bff.shutdown(gracePeriod: .milliseconds(100)) // the read gives up; the refresh does not
         _ = try? await read.value
         #expect(try await h.tokenVersion(of: launch) == 2, "the refresh's new tokens were not stored")
@@ -405,7 +401,7 @@ struct RefreshTests {
         await h.sandbox.state.setTokenDelay(.seconds(2))
         await h.sandbox.state.resetCounters()
         let firstRead = Task { try await first.api(h.baseURL + "/fhir/Patient/pat-1", launch: launches[0]).status }
-        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await h.untilTheEHRHasARefreshRequest()
         let secondRead = Task { try await second.api(h.baseURL + "/fhir/Patient/pat-1", launch: launches[1]).status }
         try await Task.sleep(for: .milliseconds(300)) // the second refresh waits for the first's slot
         await h.bff.shutdown(gracePeriod: .milliseconds(100))
@@ -478,7 +474,7 @@ struct RefreshTests {
         }
         // Once one refresh waits on the EHR, the others get 2 s to reach it too (as they all
         // would, each holding a connection, if nothing held them back).
-        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await h.untilTheEHRHasARefreshRequest()
         let settled = ContinuousClock.now + .seconds(2)
         while await h.sandbox.state.refreshCount < expiring.count, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(20)) }
 
@@ -519,7 +515,7 @@ struct RefreshTests {
         await h.sandbox.state.setTokenDelay(.seconds(2))
 
         let first = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
-        while await h.sandbox.state.refreshCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await h.untilTheEHRHasARefreshRequest()
         // The first instance holds the token row lock until the EHR answers: the second waits for it.
         let second = try await browser.api("http://127.0.0.1:\(h.bffs[1].port)/fhir/Patient/pat-1", launch: launch)
         #expect(second.status == 200, "\(String(decoding: second.body, as: UTF8.self))")
@@ -544,6 +540,14 @@ extension BFFHarness {
         await sandbox.state.setAccessTokenLifetime(3600)
         try await Task.sleep(for: .seconds(1))
         return launches
+    }
+
+    /// Waits until the EHR has a refresh request (counted since its counters were reset), at
+    /// most `limit`: a test waiting for one that never comes fails instead of hanging.
+    func untilTheEHRHasARefreshRequest(within limit: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + limit
+        while await sandbox.state.refreshCount == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(await sandbox.state.refreshCount > 0, "no refresh request reached the EHR within \(limit)")
     }
 
     /// The version of a launch's tokens as stored (read with SQL: the pool of a BFF that has
