@@ -91,7 +91,12 @@ public final class BFFServices: Sendable {
             logUpstreamFailure("EHR discovery failed", iss: registration.iss, error, logger: logger)
             throw Problems.upstream(.badGateway, "EHR discovery failed: \(error.detail)")
         }
-        if let other = await otherRegistration(claiming: registration.openIDIssuer(discovered: configuration.issuer), besides: registration) {
+        // Both issuers this registration's sign-ins go by: the authorization server's (RFC
+        // 9207's `iss`, discovery's when it names one) and the ID tokens' (`id_token_issuer`
+        // when set): either, were it another EHR's, would let this one pass for it.
+        for issuer in [registration.authorizationServerIssuer(discovered: configuration.issuer),
+                       registration.openIDIssuer(discovered: configuration.issuer)] {
+            guard let other = await otherRegistration(claiming: issuer, besides: registration) else { continue }
             logger.warning("EHR discovery names another registered EHR's issuer: its sign-ins are refused",
                            metadata: ["smart.iss": .string(registration.iss), "smart.other_iss": .string(other)])
             throw Problems.upstream(.badGateway, "The EHR's discovery names the issuer of another registered EHR.")

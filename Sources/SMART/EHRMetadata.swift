@@ -69,9 +69,12 @@ public actor EHRMetadata {
     /// `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery §4), for an EHR
     /// whose SMART discovery names no JWKS: Epic before its August 2021 version publishes
     /// the document only under its OAuth server, not under the FHIR base. The document must
-    /// name `issuer` as its own (§4.3), and its `jwks_uri` must be https (or loopback http).
+    /// name `issuer` as its own (§4.3); the issuer and the `jwks_uri` must be https (or
+    /// loopback http).
     public func jwksURI(ofIssuer issuer: String) async throws(SMARTError) -> String {
         if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
+        // The issuer may come from discovery: nothing is fetched in cleartext off the machine.
+        guard URLPolicy.isUsableEndpoint(issuer) else { throw SMARTError(.discovery, "the issuer is not an absolute https URL") }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let answer = try await EHRMetadata.get(base + "/.well-known/openid-configuration", client: client)
         guard answer.status == 200 else { throw SMARTError(.discovery, "\(base)/.well-known/openid-configuration answered HTTP \(answer.status)") }

@@ -2,12 +2,26 @@ import BFF
 import BFFTesting
 import Cryptography
 import Foundation
+import HTTPClient
 import HTTPCore
 import SMART
 import Testing
 
 @Suite("configuration, cookie, return_to and discovery parsing")
 struct ConfigurationAndPolicyTests {
+    @Test("the ID-token keys are looked up under an issuer only over https (or loopback http): an issuer from discovery is not fetched in cleartext")
+    func issuerDiscoveryOnlyOverHTTPS() async throws {
+        let metadata = EHRMetadata(client: HTTPClient())
+        for issuer in ["http://192.0.2.1:9/idp", "ftp://idp.example.org/", "https://user@idp.example.org/"] {
+            do {
+                _ = try await metadata.jwksURI(ofIssuer: issuer)
+                Issue.record("\(issuer) was used")
+            } catch {
+                #expect(error.detail.contains("not an absolute https URL"), "\(issuer): \(error.detail)")
+            }
+        }
+    }
+
     let issuers = Array(#"[{"iss":"https://ehr.example/fhir/","client_id":"app","client_secret":"s3cret"}]"#.utf8)
 
     @Test("every configuration problem is reported at once, naming its variable")

@@ -441,8 +441,11 @@ extension LaunchFlowTests {
 }
 
 extension LaunchFlowTests {
-    @Test("a registered EHR whose discovery names another registered EHR's issuer: its sign-ins are refused (502), the other's go on (RFC 9207's mix-up defence)")
-    func discoveryClaimsAnotherIssuer() async throws {
+    /// `ownIDTokenIssuer`: B's registration names an `id_token_issuer` of its own, which its
+    /// ID tokens are checked against; the authorization responses' `iss` is still discovery's.
+    @Test("a registered EHR whose discovery names another registered EHR's issuer: its sign-ins are refused (502), the other's go on (RFC 9207's mix-up defence), id_token_issuer set or not",
+          arguments: [false, true])
+    func discoveryClaimsAnotherIssuer(ownIDTokenIssuer: Bool) async throws {
         let claimed = Mutex<String>("")
         // EHR B: its discovery says it is EHR A (the sandbox), with B's own endpoints, so that
         // A's codes and PKCE verifiers would be sent to B's token endpoint.
@@ -454,7 +457,9 @@ extension LaunchFlowTests {
         }
         defer { front.shutdown() }
         let h = try await BFFHarness.start(registrations: { s, _ in
-            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app"), IssuerRegistration(iss: front.url + "/fhir", clientID: "test-app")]
+            var impostor = IssuerRegistration(iss: front.url + "/fhir", clientID: "test-app")
+            if ownIDTokenIssuer { impostor.idTokenIssuer = "https://b.example.org/idp" }
+            return [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app"), impostor]
         })
         defer { Task { await h.stop() } }
         front.forward(to: h.sandbox.port)

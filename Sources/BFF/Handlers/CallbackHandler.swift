@@ -97,8 +97,7 @@ struct CallbackHandler: Sendable {
             return try await services.metadata.jwksURI(ofIssuer: issuer)
         } catch {
             logger.warning("ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.detail)])
-            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected",
-                            detail: "The EHR publishes no JWKS: its discovery names none, and \(error.detail).")
+            throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR publishes no JWKS.")
         }
     }
 
