@@ -125,6 +125,32 @@ struct RefreshTests {
         #expect(await h.sandbox.state.liveRefreshTokens == 1, "the rotated refresh token was revoked or lost")
     }
 
+    @Test("a logout while a refresh's answer waits for the database to come back: the tokens that answer brought are revoked too, nothing the EHR issued stays live")
+    func logoutWhileTheAnswerWaitsForTheDatabase() async throws {
+        let h = try await BFFHarness.start(refreshDeadline: .seconds(25))
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
+        await h.sandbox.state.setRotateRefreshTokens(true)
+        await h.sandbox.state.resetCounters()
+        await h.sandbox.state.holdTokenAnswers(true)
+        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        try await h.untilTheEHRHasARefreshRequest()
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        await h.sandbox.state.holdTokenAnswers(false)
+        // Long enough for the tries to be 2 s apart: the logout below lands between two.
+        try await Task.sleep(for: .milliseconds(5_500))
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+        #expect(try await browser.api("POST", h.baseURL + "/logout").status == 204)
+        _ = try await read.value
+        let deadline = ContinuousClock.now + .seconds(30) // revocations run in the background
+        while await h.sandbox.state.liveRefreshTokens + h.sandbox.state.liveAccessTokens > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(await h.sandbox.state.liveRefreshTokens == 0, "the refresh's new refresh token was not revoked")
+        #expect(await h.sandbox.state.liveAccessTokens == 0, "the refresh's new access token was not revoked")
+    }
+
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")
     func refreshAfter401() async throws {
         let h = try await BFFHarness.start()

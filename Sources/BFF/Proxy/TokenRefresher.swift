@@ -242,7 +242,12 @@ actor TokenRefresher {
                 let stored = try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, TokenSet) in
                     locked.version == seen ? (.replace(next, scope: scope), next) : (.keep, locked)
                 }
-                guard let stored else { throw Problems.sessionEnded("This launch has ended (signed out); sign in again.") }
+                guard let stored else {
+                    // Signed out meanwhile (the logout revoked the tokens it found, the ones
+                    // these replace): the EHR's new ones must not stay live either.
+                    background.start { await services.revokeTokens(of: [(launch, next)]) }
+                    throw Problems.sessionEnded("This launch has ended (signed out); sign in again.")
+                }
                 services.logger.warning("a refresh's answer was stored on a second try", metadata: [
                     "smart.iss": .string(launch.iss), "error": .string(String(describing: type(of: error)))])
                 return stored
