@@ -14,20 +14,22 @@ public final class ChildProcess: Sendable {
     /// Stops the child should this process end first; dismissed once the child is reaped.
     private let watchdog: ExitWatchdog
 
-    /// The watchdog's work, with the child's pid as `$0` and `executable` as `$1`: SIGTERM,
-    /// if that process is still the one started (its command line names the executable).
+    /// The watchdog's work, with the child's pid as `$0` and the program it runs as `$1`:
+    /// SIGTERM, if that process is still the one started (its command line names the program).
     private static let stop = """
         if tr '\\0' '\\n' < "/proc/$0/cmdline" 2>/dev/null | grep -qxF -- "$1"; then kill -TERM "$0"; fi
         """
 
     /// Starts `executable` with `arguments` in `environment` (nothing of the test's own),
-    /// standard output appended to `outputPath`, standard error to `errorPath` or with the output.
+    /// standard output appended to `outputPath`, standard error to `errorPath` or with the
+    /// output. `program`: what the child runs in the end, when `executable` is a wrapper that
+    /// becomes it (`/bin/sh -c '… exec "$0"' program`).
     public init(_ executable: String, _ arguments: [String], environment: [String: String],
-                outputPath: String, errorPath: String? = nil) throws {
+                outputPath: String, errorPath: String? = nil, program: String? = nil) throws {
         let pid = try Subprocess.spawn(executable, arguments, environment: environment, outputPath: outputPath, errorPath: errorPath)
         self.pid = pid
         do {
-            watchdog = try ExitWatchdog(script: ChildProcess.stop, arguments: [String(pid), executable])
+            watchdog = try ExitWatchdog(script: ChildProcess.stop, arguments: [String(pid), program ?? executable])
         } catch {
             kill(pid, SIGKILL)
             _ = Subprocess.waitForExit(pid)

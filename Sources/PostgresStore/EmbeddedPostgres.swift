@@ -19,17 +19,19 @@ public final class EmbeddedPostgres: Sendable {
     private let watchdog: ExitWatchdog
 
     /// The watchdog's work, with the cluster's folder as `$0`: stop the server if the process
-    /// `postmaster.pid` names is this cluster's postmaster (SIGQUIT, PostgreSQL's immediate
-    /// shutdown), wait for it to exit, delete the folder.
+    /// `postmaster.pid` names is this cluster's postmaster (its working directory, which
+    /// PostgreSQL sets to its data directory, is this one's, whatever spelling of the path),
+    /// with SIGQUIT (PostgreSQL's immediate shutdown); wait for it to exit (at most 30 s);
+    /// delete the folder.
     private static let cleanup = """
-        pid=$(head -n 1 "$0/data/postmaster.pid" 2>/dev/null)
-        case "$pid" in
-          ''|*[!0-9]*) ;;
-          *) if tr '\\0' '\\n' < "/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$0/data"; then
-               kill -QUIT "$pid"
-               while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-             fi ;;
-        esac
+        data="$0/data"
+        pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null)
+        case "$pid" in ''|*[!0-9]*) pid= ;; esac
+        if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(cd "$data" 2>/dev/null && pwd -P)" ]; then
+          kill -QUIT "$pid"
+          i=0
+          while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+        fi
         rm -rf -- "$0"
         """
 

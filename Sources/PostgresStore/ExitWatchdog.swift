@@ -1,4 +1,5 @@
 import Foundation
+internal import CLinux
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,22 +10,22 @@ import Glibc
 /// server still holding its port.
 ///
 /// The watchdog is a shell in a session of its own, ignoring terminal signals, that reads a
-/// pipe whose writing end only this process holds (close-on-exec). When the pipe ends, it
-/// runs its script. `dismiss()`, once the thing watched is cleaned up in order, ends the
-/// pipe too: the script must then find nothing left to do.
+/// pipe whose writing end only this process holds (close-on-exec from its creation). When
+/// the pipe ends with nothing written, this process is gone: it runs its script.
+/// `dismiss()`, once the thing watched is cleaned up in order, writes a line first: the
+/// shell then exits without running the script.
 public final class ExitWatchdog: Sendable {
     private let pid: Int32
     private let pipeEnd: Int32
 
     /// Starts a watchdog that runs `script` (POSIX shell, `arguments` as `$0`, `$1`, …) once
-    /// this process has ended or `dismiss()` is called.
+    /// this process has ended, unless `dismiss()` was called.
     public init(script: String, arguments: [String]) throws {
         var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { throw Subprocess.Failure(description: "pipe: \(String(cString: strerror(errno)))") }
-        _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC) // the read end is closed below
-        defer { close(ends[0]) }
+        guard bff_pipe_cloexec(&ends) == 0 else { throw Subprocess.Failure(description: "pipe: \(String(cString: strerror(errno)))") }
+        defer { close(ends[0]) } // the child's copy is its standard input
         do {
-            pid = try Subprocess.spawn("/bin/sh", ["-c", "trap '' HUP INT TERM QUIT; cat > /dev/null; " + script] + arguments,
+            pid = try Subprocess.spawn("/bin/sh", ["-c", "trap '' HUP INT TERM QUIT; if read -r _; then exit 0; fi; " + script] + arguments,
                                        input: ends[0], outputPath: "/dev/null", newSession: true)
         } catch {
             close(ends[1])
@@ -33,8 +34,10 @@ public final class ExitWatchdog: Sendable {
         pipeEnd = ends[1]
     }
 
-    /// Ends the watch: the script runs now (finding nothing to do), and the shell is reaped.
+    /// Ends the watch without running the script, and reaps the shell.
     public func dismiss() {
+        var newline = UInt8(ascii: "\n")
+        _ = write(pipeEnd, &newline, 1)
         close(pipeEnd)
         _ = Subprocess.waitForExit(pid)
     }

@@ -35,7 +35,7 @@ final class SmartBFFProcess: Sendable {
         let process = if let openFileLimit {
             // The shell sets the limit and becomes smart-bff (same process id).
             try ChildProcess("/bin/sh", ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments,
-                             environment: environment, outputPath: log.path)
+                             environment: environment, outputPath: log.path, program: executable.path)
         } else {
             try ChildProcess(executable.path, arguments, environment: environment, outputPath: log.path)
         }
