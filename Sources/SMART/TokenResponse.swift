@@ -65,12 +65,6 @@ public struct TokenResponse: Sendable {
     /// its code was used up, and a refresh would roll back with its rotated refresh token.
     public static let maxExpiresIn = 31_536_000
 
-    /// `expires_in`: a whole number of seconds, at least 1, as a JSON number or (as some
-    /// servers send it) a string of digits; more than `maxExpiresIn` counts as that. Anything
-    /// else (zero or less, a fraction, text) is taken as no `expires_in`: the token's life is
-    /// unknown, and it is refreshed once the EHR refuses it. Not an error: a refresh refused
-    /// after the EHR has rotated the refresh token would lose the new one, and with it the
-    /// session; and zero would have every read refresh.
     /// A boolean, or one written as a string (`"false"`: Epic's token responses have
     /// `need_patient_banner` so).
     private static func flag(_ value: JSONValue) -> Bool? {
@@ -82,6 +76,12 @@ public struct TokenResponse: Sendable {
         }
     }
 
+    /// `expires_in`: a whole number of seconds, at least 1, as a JSON number or (as some
+    /// servers send it) a string of digits; more than `maxExpiresIn` counts as that. Anything
+    /// else (zero or less, a fraction, text) is taken as no `expires_in`: the token's life is
+    /// unknown, and it is refreshed once the EHR refuses it. Not an error: a refresh refused
+    /// after the EHR has rotated the refresh token would lose the new one, and with it the
+    /// session; and zero would have every read refresh.
     private static func seconds(_ value: JSONValue) -> Int? {
         let seconds: Double
         switch value {

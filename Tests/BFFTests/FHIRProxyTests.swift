@@ -114,7 +114,8 @@ struct FHIRProxyTests {
     }
 
     @Test("Accept: the front end's goes upstream, but one naming no type (*/*, as fetch() sends) or none asks for FHIR JSON, the form the proxy rewrites",
-          arguments: [("*/*", "application/fhir+json"), ("*/* ; q=0.8", "application/fhir+json"), (nil, "application/fhir+json"),
+          arguments: [("*/*", "application/fhir+json"), ("*/* ; q=0.8", "application/fhir+json"), ("", "application/fhir+json"),
+                      (nil, "application/fhir+json"),
                       ("application/fhir+xml", "application/fhir+xml"), ("application/json, text/plain, */*", "application/json, text/plain, */*")])
     func acceptSentUpstream(given: String?, sent: String) async throws {
         let h = try await BFFHarness.start()

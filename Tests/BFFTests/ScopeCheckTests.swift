@@ -46,9 +46,16 @@ struct ScopeCheckTests {
         let bare = SMARTScopes("openid Patient.read Condition.search")
         #expect(bare.allows("Patient", .read) && bare.allows("Patient", .search))
         #expect(bare.allows("Condition", .search) && !bare.allows("Condition", .read) && !bare.allows("Observation", .read))
-        // v2 letters stay lower case; a context-free scope needs a type name (no wildcard, no lower case).
-        for scope in ["patient/Observation.RS", "*.read", "patient.read", "fhir.read", "Observation.rs", "Observation.read?category=laboratory", "Patient.Foo.read", "launch/patient", "openid"] {
-            #expect(!SMARTScopes(scope).allows("Observation", .read) && !SMARTScopes(scope).allows("Patient", .read), "\(scope)")
+        // v2 letters stay lower case; a context-free scope needs a type name (no wildcard, no
+        // lower case), a v1 word and no restriction. Each is checked against the type it names.
+        let refused: [(scope: String, type: String)] = [
+            ("patient/Observation.RS", "Observation"), ("*.read", "*"), ("patient.read", "patient"), ("fhir.read", "fhir"),
+            ("Observation.rs", "Observation"), ("Observation.read?category=laboratory", "Observation"),
+            ("Patient.Foo.read", "Patient.Foo"), ("Patient.Foo.read", "Patient"), ("launch/patient", "Patient"), ("openid", "Patient"),
+        ]
+        for (scope, type) in refused {
+            let scopes = SMARTScopes(scope)
+            #expect(!scopes.allows(type, .read) && !scopes.allows(type, .search), "\(scope) allows \(type)")
         }
         // A refresh's answer in Epic's form is within the launch's grant written either way,
         // and a wider one is not.

@@ -80,12 +80,13 @@ struct FHIRProxy: Sendable {
     /// The front end's conditional-request fields, passed on as they are.
     private static let conditionalFields = ["If-None-Match", "If-Modified-Since"]
 
-    /// The `Accept` sent upstream: the front end's, unless it names no type (none, or only
-    /// `*/*`, what `fetch()` sends unless told otherwise): then FHIR JSON, the form whose
+    /// The `Accept` sent upstream: the front end's, unless it names no type (none, an empty
+    /// one, or only `*/*`, what `fetch()` sends unless told otherwise): then FHIR JSON, the form whose
     /// paging links and references the proxy rewrites, where an EHR left to choose may
     /// answer XML.
     static func upstreamAccept(_ given: String?) -> String {
-        guard let given, given.utf8.contains(UInt8(ascii: "*")) else { return given ?? "application/fhir+json" }
+        guard let given, given.utf8.contains(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }) else { return "application/fhir+json" }
+        guard given.utf8.contains(UInt8(ascii: "*")) else { return given }
         let namesNoType = given.split(separator: ",").allSatisfy {
             ($0.split(separator: ";", maxSplits: 1).first ?? "").trimmingCharacters(in: .whitespaces) == "*/*"
         }
