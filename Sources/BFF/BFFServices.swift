@@ -96,32 +96,56 @@ public final class BFFServices: Sendable {
         // when set): either, were it another EHR's, would let this one pass for it.
         for issuer in [registration.authorizationServerIssuer(discovered: configuration.issuer),
                        registration.openIDIssuer(discovered: configuration.issuer)] {
-            guard let other = await otherRegistration(claiming: issuer, besides: registration) else { continue }
-            logger.warning("EHR discovery names another registered EHR's issuer: its sign-ins are refused",
-                           metadata: ["smart.iss": .string(registration.iss), "smart.other_iss": .string(other)])
-            throw Problems.upstream(.badGateway, "The EHR's discovery names the issuer of another registered EHR.")
+            switch await otherRegistration(claiming: issuer, besides: registration) {
+            case nil:
+                continue
+            case let .theirs(other)?:
+                logger.warning("EHR discovery names another registered EHR's issuer: its sign-ins are refused",
+                               metadata: ["smart.iss": .string(registration.iss), "smart.other_iss": .string(other)])
+                throw Problems.upstream(.badGateway, "The EHR's discovery names the issuer of another registered EHR.")
+            case let .unknown(other, error)?:
+                logger.warning("EHR discovery names an issuer that may be another registered EHR's, whose discovery failed: its sign-ins are refused until it answers",
+                               metadata: ["smart.iss": .string(registration.iss), "smart.other_iss": .string(other), "error.detail": .string(error.detail)])
+                throw Problems.upstream(.badGateway, "The EHR's issuer cannot be told apart from another registered EHR's, whose discovery failed; try again later.")
+            }
         }
         return configuration
     }
 
-    /// The registered EHR (its `iss`), other than `registration`, whose issuer is `issuer`.
-    /// RFC 9207's mix-up defence holds only while each authorization server's issuer is its
-    /// own: an EHR that claimed another's would get that one's codes, and its PKCE verifiers,
-    /// sent to its own token endpoint. An issuer is another EHR's when it is that one's by
-    /// registration (its FHIR base or `id_token_issuer`); or when that one's discovery named
-    /// it too and neither registration makes it this one's (then which is honest is unknown).
-    /// A discovery that names this registration's own base stays this one's, whoever else
-    /// claims it.
-    private func otherRegistration(claiming issuer: String, besides registration: IssuerRegistration) async -> String? {
+    /// Whose issuer a discovery's issuer may be, besides its own registration's.
+    private enum OtherClaim {
+        /// Another registered EHR's (its `iss`).
+        case theirs(String)
+        /// Perhaps another registered EHR's: that one's discovery, which would say, failed.
+        case unknown(String, SMARTError)
+    }
+
+    /// Whether `issuer` is another registered EHR's than `registration`'s. RFC 9207's mix-up
+    /// defence holds only while each authorization server's issuer is its own: an EHR that
+    /// claimed another's would get that one's codes, and its PKCE verifiers, sent to its own
+    /// token endpoint. An issuer is another EHR's when it is that one's by registration (its
+    /// FHIR base or `id_token_issuer`); or when that one's discovery names it, unless this
+    /// registration makes it this one's: its FHIR base, its `id_token_issuer`, or an issuer on
+    /// its FHIR base's origin (Epic's `…/oauth2` beside its `…/api/FHIR/R4`). That one's
+    /// discovery is fetched when it is not cached: an impostor must not pass because the EHR
+    /// it claims to be has not been asked yet on this instance (after a restart, say); when
+    /// the fetch fails, which EHR the issuer is cannot be told (`unknown`).
+    private func otherRegistration(claiming issuer: String, besides registration: IssuerRegistration) async -> OtherClaim? {
         let wanted = IssuerRegistration.normalize(issuer)
         func owns(_ r: IssuerRegistration) -> Bool {
             ([r.iss] + (r.idTokenIssuer.map { [$0] } ?? [])).contains { IssuerRegistration.normalize($0) == wanted }
         }
         let ownedHere = owns(registration)
+            || BFFConfiguration.origin(of: wanted).map { $0 == BFFConfiguration.origin(of: registration.iss) } ?? false
         for other in registrations.values where other.iss != registration.iss {
-            if owns(other) { return other.iss }
-            if !ownedHere, let discovered = await metadata.cachedIssuer(for: other.iss), IssuerRegistration.normalize(discovered) == wanted {
-                return other.iss
+            if owns(other) { return .theirs(other.iss) }
+            guard !ownedHere else { continue }
+            do {
+                if let discovered = try await metadata.configuration(for: other.iss).issuer, IssuerRegistration.normalize(discovered) == wanted {
+                    return .theirs(other.iss)
+                }
+            } catch {
+                return .unknown(other.iss, error)
             }
         }
         return nil

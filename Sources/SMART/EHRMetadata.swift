@@ -89,8 +89,6 @@ public actor EHRMetadata {
         return uri
     }
 
-    /// The `issuer` the cached discovery of `iss` named, if it is cached and named one.
-    public func cachedIssuer(for iss: String) -> String? { cache[iss]?.configuration.issuer }
 
     /// Records a JWKS fetch result for `/readyz`.
     public func recordJWKS(_ iss: String, _ result: String) {

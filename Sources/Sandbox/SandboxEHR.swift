@@ -54,6 +54,9 @@ public final class SandboxEHR: Sendable {
         /// RFC 9207 authorization responses carry): Oracle Health's tenants name
         /// `…/tenants/{t}` in discovery and `…/tenants/{t}/oidc/idsps/{t}/` in ID tokens.
         public var idTokensOwnIssuer: String?
+        /// As Epic's: the issuer (named by discovery, in ID tokens and in RFC 9207's `iss`) is
+        /// the OAuth server, `{sandbox}/oauth2`, not the FHIR base.
+        public var issuerAtOAuthServer = false
         /// As Epic before its August 2021 version: the ID tokens' issuer is the OAuth server,
         /// `{sandbox}/oauth2`; the smart-configuration names neither `issuer` nor `jwks_uri`,
         /// and the OpenID configuration is served only under that issuer, not the FHIR base.
@@ -74,7 +77,9 @@ public final class SandboxEHR: Sendable {
     /// The FHIR base URL (`iss`).
     public var fhirBaseURL: String { baseURL + "/fhir" }
     /// The ID tokens' issuer.
-    public var issuer: String { options.openIDConfigurationAtOAuthServerOnly ? baseURL + "/oauth2" : options.idTokenIssuer ?? fhirBaseURL }
+    public var issuer: String {
+        options.openIDConfigurationAtOAuthServerOnly || options.issuerAtOAuthServer ? baseURL + "/oauth2" : options.idTokenIssuer ?? fhirBaseURL
+    }
     /// The bound port.
     public var port: Int { server.port }
 

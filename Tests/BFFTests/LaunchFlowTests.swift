@@ -475,6 +475,32 @@ extension LaunchFlowTests {
 }
 
 extension LaunchFlowTests {
+    @Test("an EHR whose discovery claims the issuer another registered EHR's discovery names (Epic's …/oauth2), before anyone signed in there: refused (502); the other signs in")
+    func discoveryClaimsAnIssuerNotYetDiscovered() async throws {
+        let claimed = Mutex<String>("")
+        let front = try RiggedEHRFront(path: "/fhir/.well-known/smart-configuration") { _, head in
+            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
+            let body = #"{"issuer":"\#(claimed.withLock { $0 })","authorization_endpoint":"http://\#(host)/authorize","#
+                + #""token_endpoint":"http://\#(host)/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
+            return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app"), IssuerRegistration(iss: front.url + "/fhir", clientID: "test-app")]
+        }, sandbox: { $0.issuerAtOAuthServer = true })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        claimed.withLock { $0 = h.sandbox.issuer } // neither registration's base: only the sandbox's discovery says whose it is
+        let browser = Browser(client: h.client)
+        let impostor = try await browser.request(h.baseURL + "/login?iss=" + PercentEncoding.encode(front.url + "/fhir"))
+        #expect(impostor.status == 502 && impostor.text.contains("issuer of another registered EHR"), "\(impostor.status) \(impostor.text)")
+        #expect(impostor.location == nil)
+        let honest = try await browser.request(h.baseURL + "/login?iss=" + PercentEncoding.encode(h.sandbox.fhirBaseURL))
+        #expect(honest.status == 302 && honest.location?.hasPrefix(h.sandbox.baseURL) == true, "\(honest.status) \(honest.location ?? "")")
+    }
+}
+
+extension LaunchFlowTests {
     @Test("logout of a session that expired while its tab sat idle still deletes it and revokes its tokens at the EHR",
           arguments: [false, true])
     func logoutAfterExpiry(namingLaunch: Bool) async throws {
