@@ -17,11 +17,6 @@ static inline int bff_spawn_close_from(posix_spawn_file_actions_t *actions, int 
 /* glibc 2.26+: the child starts a session of its own (POSIX_SPAWN_SETSID, a GNU flag), out of
    reach of the terminal's signals and of a kill of our process group. */
 static inline int bff_spawnattr_set_new_session(posix_spawnattr_t *attr) { return posix_spawnattr_setflags(attr, 0x80); }
-/* pipe2 is declared only under _GNU_SOURCE: a pipe whose ends are close-on-exec from the
-   start, so that no process spawned meanwhile by other threads inherits them. */
-#include <fcntl.h>
-extern int pipe2(int fds[2], int flags);
-static inline int bff_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 /* The calling thread's name as `top -H` and /proc show it (at most 15 bytes); prctl is
    variadic, which Swift cannot call. */
 #include <sys/prctl.h>

@@ -22,7 +22,8 @@ public final class EmbeddedPostgres: Sendable {
     /// `postmaster.pid` names is this cluster's postmaster (its working directory, which
     /// PostgreSQL sets to its data directory, is this one's, whatever spelling of the path),
     /// with SIGQUIT (PostgreSQL's immediate shutdown); wait for it to exit (at most 30 s);
-    /// delete the folder.
+    /// delete the folder, again until it stays gone for a second (at most 30 times): an
+    /// `initdb` of the process killed in its start goes on for a moment and writes there.
     private static let cleanup = """
         data="$0/data"
         pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null)
@@ -32,7 +33,8 @@ public final class EmbeddedPostgres: Sendable {
           i=0
           while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
         fi
-        rm -rf -- "$0"
+        n=0
+        while [ $n -lt 30 ]; do rm -rf -- "$0"; sleep 1; [ -e "$0" ] || break; n=$((n + 1)); done
         """
 
     public var socketDirectory: String { directory.appendingPathComponent("socket").path }
