@@ -74,7 +74,9 @@ public actor EHRMetadata {
     public func jwksURI(ofIssuer issuer: String) async throws(SMARTError) -> String {
         if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
         // The issuer may come from discovery: nothing is fetched in cleartext off the machine.
-        guard URLPolicy.isUsableEndpoint(issuer) else { throw SMARTError(.discovery, "the issuer is not an absolute https URL") }
+        guard URLPolicy.isUsableEndpoint(issuer), let parts = URLComponents(string: issuer), parts.query == nil else {
+            throw SMARTError(.discovery, "the issuer is not an absolute https URL without a query")
+        }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let answer = try await EHRMetadata.get(base + "/.well-known/openid-configuration", client: client)
         guard answer.status == 200 else { throw SMARTError(.discovery, "\(base)/.well-known/openid-configuration answered HTTP \(answer.status)") }

@@ -9,10 +9,10 @@ import Testing
 
 @Suite("configuration, cookie, return_to and discovery parsing")
 struct ConfigurationAndPolicyTests {
-    @Test("the ID-token keys are looked up under an issuer only over https (or loopback http): an issuer from discovery is not fetched in cleartext")
+    @Test("the ID-token keys are looked up under an issuer only over https (or loopback http), with no query: an issuer from discovery is not fetched in cleartext, nor steered to another path")
     func issuerDiscoveryOnlyOverHTTPS() async throws {
         let metadata = EHRMetadata(client: HTTPClient())
-        for issuer in ["http://192.0.2.1:9/idp", "ftp://idp.example.org/", "https://user@idp.example.org/"] {
+        for issuer in ["http://192.0.2.1:9/idp", "ftp://idp.example.org/", "https://user@idp.example.org/", "http://127.0.0.1:9/admin?x="] {
             do {
                 _ = try await metadata.jwksURI(ofIssuer: issuer)
                 Issue.record("\(issuer) was used")
