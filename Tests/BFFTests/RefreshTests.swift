@@ -151,6 +151,15 @@ struct RefreshTests {
         #expect(await h.sandbox.state.liveAccessTokens == 0, "the refresh's new access token was not revoked")
     }
 
+    @Test("an EHR's answer that is not stored is revoked, but for a refresh token the launch still holds (an EHR that does not rotate answers with the same)")
+    func unusedAnswerRevocation() {
+        let answer = TokenSet(accessToken: "new-access", refreshToken: "kept", idToken: nil, accessTokenExpiresAt: nil, responseJSON: "{}", version: 2)
+        let notRotated = TokenRefresher.unused(answer, besides: "kept")
+        #expect(notRotated.accessToken == "new-access" && notRotated.refreshToken == nil)
+        let rotated = TokenRefresher.unused(answer, besides: "the old one")
+        #expect(rotated.accessToken == "new-access" && rotated.refreshToken == "kept")
+    }
+
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")
     func refreshAfter401() async throws {
         let h = try await BFFHarness.start()

@@ -179,7 +179,7 @@ actor TokenRefresher {
                         // The scope the EHR says the new tokens carry is what the scope check
                         // goes by from now on: a refresh may narrow it, never widen it (RFC 6749 §6).
                         let scope = response.scope.map { SMARTScopes.narrowed($0, within: launch.scope) }
-                        answer.keep(next, scope: scope)
+                        answer.keep(next, scope: scope, held: locked.refreshToken)
                         return (.replace(next, scope: scope), .tokens(next))
                     } catch let error as SMARTError where error.kind == .invalidGrant {
                         return (.discard, .grantGone)
@@ -196,8 +196,8 @@ actor TokenRefresher {
             services.metrics.recordRefresh("failed")
             throw unavailable(SMARTError(.timeout, "another instance's refresh of this launch is still waiting on the EHR"))
         } catch let error as PostgresError {
-            guard let (next, scope) = answer.value else { throw error }
-            return try await storeAgain(next, scope: scope, of: launch, seen: seen, after: error, services: services, background: background)
+            guard let (next, scope, held) = answer.value else { throw error }
+            return try await storeAgain(next, scope: scope, held: held, of: launch, seen: seen, after: error, services: services, background: background)
         }
         switch outcome {
         case nil:
@@ -218,10 +218,20 @@ actor TokenRefresher {
     }
 
     /// The EHR's answer to a refresh, kept outside the transaction that was to store it.
+    /// With the refresh token the launch held when it was sent (`held`).
     private final class Answer: Sendable {
-        private let kept = Mutex<(TokenSet, scope: String?)?>(nil)
-        func keep(_ tokens: TokenSet, scope: String?) { kept.withLock { $0 = (tokens, scope) } }
-        var value: (TokenSet, scope: String?)? { kept.withLock { $0 } }
+        private let kept = Mutex<(TokenSet, scope: String?, held: String?)?>(nil)
+        func keep(_ tokens: TokenSet, scope: String?, held: String?) { kept.withLock { $0 = (tokens, scope, held) } }
+        var value: (TokenSet, scope: String?, held: String?)? { kept.withLock { $0 } }
+    }
+
+    /// What of `next`, an answer that is not stored, to revoke: its access token, and its
+    /// refresh token unless the launch holds that one still (`held`): an EHR that does not
+    /// rotate answers with the same, and revoking it would end the launch.
+    static func unused(_ next: TokenSet, besides held: String?) -> TokenSet {
+        var unused = next
+        if unused.refreshToken == held { unused.refreshToken = nil }
+        return unused
     }
 
     /// The EHR answered a refresh and the transaction holding the lock then failed (its
@@ -233,14 +243,19 @@ actor TokenRefresher {
     /// dropping its answer would end the session. Should every try fail, or the database
     /// refuse the values, the new tokens are revoked (the launch keeps the old ones, which a
     /// rotating EHR will refuse) and the error stands.
-    private static func storeAgain(_ next: TokenSet, scope: String?, of launch: LaunchRecord, seen: Int, after error: PostgresError,
+    private static func storeAgain(_ next: TokenSet, scope: String?, held: String?, of launch: LaunchRecord, seen: Int, after error: PostgresError,
                                    services: BFFServices, background: BackgroundTasks) async throws -> TokenSet {
         let giveUp = ContinuousClock.now + storeRetryLimit
         var pause = Duration.milliseconds(100)
         while true {
             do {
                 let stored = try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, TokenSet) in
-                    locked.version == seen ? (.replace(next, scope: scope), next) : (.keep, locked)
+                    if locked.version == seen { return (.replace(next, scope: scope), next) }
+                    // Another instance refreshed meanwhile: these are not the launch's, and stay
+                    // live at the EHR unless revoked.
+                    let unused = unused(next, besides: locked.refreshToken)
+                    background.start { await services.revokeTokens(of: [(launch, unused)]) }
+                    return (.keep, locked)
                 }
                 guard let stored else {
                     // Signed out meanwhile (the logout revoked the tokens it found, the ones
@@ -255,7 +270,14 @@ actor TokenRefresher {
                 try? await Task.sleep(for: pause)
                 pause = min(pause * 2, .seconds(2))
             } catch let again as PostgresError {
-                background.start { await services.revokeTokens(of: [(launch, next)]) }
+                if again.isPoolClosed {
+                    // Shutdown's wait for refreshes is over: the revocation below may not
+                    // get to run before the process ends.
+                    services.logger.warning("a refresh's answer could not be stored before the database pool closed: the EHR's new tokens are revoked if there is time",
+                                            metadata: ["smart.iss": .string(launch.iss)])
+                }
+                let unused = unused(next, besides: held)
+                background.start { await services.revokeTokens(of: [(launch, unused)]) }
                 throw again
             }
         }
