@@ -113,7 +113,7 @@ public final class BFFServices: Sendable {
     }
 
     /// Whose issuer a discovery's issuer may be, besides its own registration's.
-    private enum OtherClaim {
+    private enum OtherClaim: Sendable {
         /// Another registered EHR's (its `iss`).
         case theirs(String)
         /// Perhaps another registered EHR's: that one's discovery, which would say, failed.
@@ -126,7 +126,8 @@ public final class BFFServices: Sendable {
     /// token endpoint. An issuer is another EHR's when it is that one's by registration (its
     /// FHIR base or `id_token_issuer`); or when that one's discovery names it, unless this
     /// registration makes it this one's: its FHIR base, its `id_token_issuer`, or an issuer on
-    /// its FHIR base's origin (Epic's `…/oauth2` beside its `…/api/FHIR/R4`). That one's
+    /// its FHIR base's origin (Epic's `…/oauth2` beside its `…/api/FHIR/R4`) when no other
+    /// registration is on that origin. That one's
     /// discovery is fetched when it is not cached: an impostor must not pass because the EHR
     /// it claims to be has not been asked yet on this instance (after a restart, say); when
     /// the fetch fails, which EHR the issuer is cannot be told (`unknown`).
@@ -135,20 +136,32 @@ public final class BFFServices: Sendable {
         func owns(_ r: IssuerRegistration) -> Bool {
             ([r.iss] + (r.idTokenIssuer.map { [$0] } ?? [])).contains { IssuerRegistration.normalize($0) == wanted }
         }
-        let ownedHere = owns(registration)
-            || BFFConfiguration.origin(of: wanted).map { $0 == BFFConfiguration.origin(of: registration.iss) } ?? false
-        for other in registrations.values where other.iss != registration.iss {
-            if owns(other) { return .theirs(other.iss) }
-            guard !ownedHere else { continue }
-            do {
-                if let discovered = try await metadata.configuration(for: other.iss).issuer, IssuerRegistration.normalize(discovered) == wanted {
-                    return .theirs(other.iss)
-                }
-            } catch {
-                return .unknown(other.iss, error)
-            }
+        // On this registration's origin, and no other registration's: another EHR served on
+        // this origin (two tenants of one host) may have its issuer there too.
+        let origin = BFFConfiguration.origin(of: wanted)
+        func onOrigin(_ r: IssuerRegistration) -> Bool {
+            origin != nil && ([r.iss] + (r.idTokenIssuer.map { [$0] } ?? [])).contains { BFFConfiguration.origin(of: $0) == origin }
         }
-        return nil
+        let ownedHere = owns(registration)
+            || (onOrigin(registration) && !registrations.values.contains { $0.iss != registration.iss && onOrigin($0) })
+        let others = registrations.values.filter { $0.iss != registration.iss }
+        if let other = others.first(where: owns) { return .theirs(other.iss) }
+        guard !ownedHere else { return nil }
+        // All at once: one slow EHR's discovery is waited for once, not added to the others'.
+        let claims = await withTaskGroup(of: OtherClaim?.self) { group in
+            for other in others {
+                group.addTask { [metadata] in
+                    do throws(SMARTError) {
+                        let discovered = try await metadata.configuration(for: other.iss).issuer
+                        return discovered.map { IssuerRegistration.normalize($0) == wanted } == true ? .theirs(other.iss) : nil
+                    } catch {
+                        return .unknown(other.iss, error)
+                    }
+                }
+            }
+            return await group.reduce(into: [OtherClaim]()) { if let claim = $1 { $0.append(claim) } }
+        }
+        return claims.first { if case .theirs = $0 { true } else { false } } ?? claims.first
     }
 
     /// Logs a request to the EHR that failed, as a warning on `logger` (the request's, so that

@@ -501,6 +501,30 @@ extension LaunchFlowTests {
 }
 
 extension LaunchFlowTests {
+    @Test("two registered EHRs on one origin (two tenants of a host): one whose discovery claims the other's issuer on that origin is refused (502)")
+    func discoveryClaimsAnIssuerOnASharedOrigin() async throws {
+        // One front for both: A's discovery is rigged; the rest (B, at /fhir) is the sandbox,
+        // which takes the front's URL as its own, its issuer the front's /oauth2.
+        let front = try RiggedEHRFront(path: "/a/.well-known/smart-configuration") { _, head in
+            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
+            let body = #"{"issuer":"http://\#(host)/oauth2","authorization_endpoint":"http://\#(host)/a/authorize","#
+                + #""token_endpoint":"http://\#(host)/a/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
+            return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+        }
+        defer { front.shutdown() }
+        let h = try await BFFHarness.start(registrations: { s, _ in
+            [IssuerRegistration(iss: s.fhirBaseURL, clientID: "test-app"), IssuerRegistration(iss: front.url + "/a", clientID: "test-app")]
+        }, sandbox: { $0.publicBaseURL = front.url; $0.issuerAtOAuthServer = true })
+        defer { Task { await h.stop() } }
+        front.forward(to: h.sandbox.port)
+        #expect(h.sandbox.issuer == front.url + "/oauth2")
+        let impostor = try await Browser(client: h.client).request(h.baseURL + "/login?iss=" + PercentEncoding.encode(front.url + "/a"))
+        #expect(impostor.status == 502 && impostor.text.contains("issuer of another registered EHR"), "\(impostor.status) \(impostor.text)")
+        #expect(impostor.location == nil)
+    }
+}
+
+extension LaunchFlowTests {
     @Test("logout of a session that expired while its tab sat idle still deletes it and revokes its tokens at the EHR",
           arguments: [false, true])
     func logoutAfterExpiry(namingLaunch: Bool) async throws {
