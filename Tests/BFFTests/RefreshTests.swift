@@ -151,13 +151,11 @@ struct RefreshTests {
         #expect(await h.sandbox.state.liveAccessTokens == 0, "the refresh's new access token was not revoked")
     }
 
-    @Test("an EHR's answer that is not stored is revoked, but for a refresh token the launch still holds (an EHR that does not rotate answers with the same)")
-    func unusedAnswerRevocation() {
+    @Test("an EHR's answer that could not be stored is revoked only when the launch cannot go on without it (its refresh token used up by rotation)")
+    func unstoredAnswerRevocation() {
         let answer = TokenSet(accessToken: "new-access", refreshToken: "kept", idToken: nil, accessTokenExpiresAt: nil, responseJSON: "{}", version: 2)
-        let notRotated = TokenRefresher.unused(answer, besides: "kept")
-        #expect(notRotated.accessToken == "new-access" && notRotated.refreshToken == nil)
-        let rotated = TokenRefresher.unused(answer, besides: "the old one")
-        #expect(rotated.accessToken == "new-access" && rotated.refreshToken == "kept")
+        #expect(!TokenRefresher.isToBeRevoked(answer, held: "kept"), "an EHR that does not rotate: the launch goes on with the grant")
+        #expect(TokenRefresher.isToBeRevoked(answer, held: "the old one"), "rotated: the launch's refresh token is used up")
     }
 
     @Test("an upstream 401 refreshes once and retries; a response without a new refresh token keeps the old one")

@@ -225,13 +225,13 @@ actor TokenRefresher {
         var value: (TokenSet, scope: String?, held: String?)? { kept.withLock { $0 } }
     }
 
-    /// What of `next`, an answer that is not stored, to revoke: its access token, and its
-    /// refresh token unless the launch holds that one still (`held`): an EHR that does not
-    /// rotate answers with the same, and revoking it would end the launch.
-    static func unused(_ next: TokenSet, besides held: String?) -> TokenSet {
-        var unused = next
-        if unused.refreshToken == held { unused.refreshToken = nil }
-        return unused
+    /// Whether `next`, an answer that is not stored, is to be revoked: only when the launch
+    /// cannot go on with what it holds, its refresh token `held` used up by the EHR's
+    /// rotation (the answer's differs). An EHR may revoke a whole grant when one of its
+    /// tokens is revoked (RFC 7009 §2.1), so revoking an answer of the grant a live launch
+    /// still uses could end that launch; such an answer is left to expire, held by no one.
+    static func isToBeRevoked(_ next: TokenSet, held: String?) -> Bool {
+        next.refreshToken != held
     }
 
     /// The EHR answered a refresh and the transaction holding the lock then failed (its
@@ -250,12 +250,9 @@ actor TokenRefresher {
         while true {
             do {
                 let stored = try await services.store.withTokenLock(launchHash: launch.idHash) { locked -> (TokenLockOutcome, TokenSet) in
-                    if locked.version == seen { return (.replace(next, scope: scope), next) }
-                    // Another instance refreshed meanwhile: these are not the launch's, and stay
-                    // live at the EHR unless revoked.
-                    let unused = unused(next, besides: locked.refreshToken)
-                    background.start { await services.revokeTokens(of: [(launch, unused)]) }
-                    return (.keep, locked)
+                    // Another instance refreshed meanwhile: the launch goes on with its tokens,
+                    // of the same grant as this answer, which is left to expire (`isToBeRevoked`).
+                    locked.version == seen ? (.replace(next, scope: scope), next) : (.keep, locked)
                 }
                 guard let stored else {
                     // Signed out meanwhile (the logout revoked the tokens it found, the ones
@@ -276,8 +273,7 @@ actor TokenRefresher {
                     services.logger.warning("a refresh's answer could not be stored before the database pool closed: the EHR's new tokens are revoked if there is time",
                                             metadata: ["smart.iss": .string(launch.iss)])
                 }
-                let unused = unused(next, besides: held)
-                background.start { await services.revokeTokens(of: [(launch, unused)]) }
+                if isToBeRevoked(next, held: held) { background.start { await services.revokeTokens(of: [(launch, next)]) } }
                 throw again
             }
         }
