@@ -450,10 +450,7 @@ extension LaunchFlowTests {
         // EHR B: its discovery says it is EHR A (the sandbox), with B's own endpoints, so that
         // A's codes and PKCE verifiers would be sent to B's token endpoint.
         let front = try RiggedEHRFront(path: "/fhir/.well-known/smart-configuration") { _, head in
-            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
-            let body = #"{"issuer":"\#(claimed.withLock { $0 })","authorization_endpoint":"http://\#(host)/authorize","#
-                + #""token_endpoint":"http://\#(host)/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
-            return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+            LaunchFlowTests.discoveryAnswer(to: head, issuer: { _ in claimed.withLock { $0 } })
         }
         defer { front.shutdown() }
         let h = try await BFFHarness.start(registrations: { s, _ in
@@ -479,10 +476,7 @@ extension LaunchFlowTests {
     func discoveryClaimsAnIssuerNotYetDiscovered() async throws {
         let claimed = Mutex<String>("")
         let front = try RiggedEHRFront(path: "/fhir/.well-known/smart-configuration") { _, head in
-            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
-            let body = #"{"issuer":"\#(claimed.withLock { $0 })","authorization_endpoint":"http://\#(host)/authorize","#
-                + #""token_endpoint":"http://\#(host)/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
-            return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+            LaunchFlowTests.discoveryAnswer(to: head, issuer: { _ in claimed.withLock { $0 } })
         }
         defer { front.shutdown() }
         let h = try await BFFHarness.start(registrations: { s, _ in
@@ -506,10 +500,7 @@ extension LaunchFlowTests {
         // One front for both: A's discovery is rigged; the rest (B, at /fhir) is the sandbox,
         // which takes the front's URL as its own, its issuer the front's /oauth2.
         let front = try RiggedEHRFront(path: "/a/.well-known/smart-configuration") { _, head in
-            let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
-            let body = #"{"issuer":"http://\#(host)/oauth2","authorization_endpoint":"http://\#(host)/a/authorize","#
-                + #""token_endpoint":"http://\#(host)/a/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
-            return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+            LaunchFlowTests.discoveryAnswer(to: head, issuer: { host in "http://\(host)/oauth2" }, endpointsUnder: "/a")
         }
         defer { front.shutdown() }
         let h = try await BFFHarness.start(registrations: { s, _ in
@@ -562,5 +553,18 @@ extension LaunchFlowTests {
         #expect(await h.sandbox.state.revocations == 2, "the idle session's refresh and access token")
         #expect(try await idle.api(h.baseURL + "/session", launch: idleLaunch).status == 401)
         #expect(try await busy.api(h.baseURL + "/session", launch: busyLaunch).status == 200)
+    }
+}
+
+extension LaunchFlowTests {
+    /// A rigged EHR's smart-configuration, answering the request whose head is `head`: it names
+    /// `issuer(host)` as its issuer, and its own `{host}{prefix}/authorize` and `/token` as
+    /// endpoints (`host` as the request's `Host` field gives it), so that whatever they are
+    /// given reaches the rigged EHR.
+    static func discoveryAnswer(to head: String, issuer: (_ host: String) -> String, endpointsUnder prefix: String = "") -> [UInt8] {
+        let host = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
+        let body = #"{"issuer":"\#(issuer(host))","authorization_endpoint":"http://\#(host)\#(prefix)/authorize","#
+            + #""token_endpoint":"http://\#(host)\#(prefix)/token","code_challenge_methods_supported":["S256"],"capabilities":["launch-standalone"]}"#
+        return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
     }
 }

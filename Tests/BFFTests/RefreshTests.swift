@@ -107,14 +107,7 @@ struct RefreshTests {
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
-        await h.sandbox.state.setRotateRefreshTokens(true) // the EHR uses up the old refresh token as it answers
-        await h.sandbox.state.resetCounters()
-        await h.sandbox.state.holdTokenAnswers(true)
-        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
-        try await h.untilTheEHRHasARefreshRequest()
-        // The database goes (every connection cut, none let in), and the EHR answers meanwhile.
-        try await PostgresStoreAdmin.takeAway(h.database.url)
-        await h.sandbox.state.holdTokenAnswers(false)
+        let read = try await h.readWhoseRefreshIsAnsweredWhileTheDatabaseIsAway(browser, launch: launch)
         try await Task.sleep(for: .seconds(3))
         try await PostgresStoreAdmin.bringBack(h.database.url)
         let status = try await read.value
@@ -131,13 +124,7 @@ struct RefreshTests {
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
         let launch = try #require(try await h.signInWithExpiredAccessTokens([browser])[0])
-        await h.sandbox.state.setRotateRefreshTokens(true)
-        await h.sandbox.state.resetCounters()
-        await h.sandbox.state.holdTokenAnswers(true)
-        let read = Task { try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
-        try await h.untilTheEHRHasARefreshRequest()
-        try await PostgresStoreAdmin.takeAway(h.database.url)
-        await h.sandbox.state.holdTokenAnswers(false)
+        let read = try await h.readWhoseRefreshIsAnsweredWhileTheDatabaseIsAway(browser, launch: launch)
         // Long enough for the tries to be 2 s apart: the logout below lands between two.
         try await Task.sleep(for: .milliseconds(5_500))
         try await PostgresStoreAdmin.bringBack(h.database.url)
@@ -573,6 +560,20 @@ extension BFFHarness {
         await sandbox.state.setAccessTokenLifetime(3600)
         try await Task.sleep(for: .seconds(1))
         return launches
+    }
+
+    /// A read of `launch` (expired) whose refresh the EHR answers, rotating the refresh token,
+    /// once the database has gone away (every connection cut, none let in): the answer cannot
+    /// be stored until `PostgresStoreAdmin.bringBack`. Returns the read's status to come.
+    func readWhoseRefreshIsAnsweredWhileTheDatabaseIsAway(_ browser: Browser, launch: String) async throws -> Task<Int, any Error> {
+        await sandbox.state.setRotateRefreshTokens(true) // the EHR uses up the old refresh token as it answers
+        await sandbox.state.resetCounters()
+        await sandbox.state.holdTokenAnswers(true)
+        let read = Task { try await browser.api(baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        try await untilTheEHRHasARefreshRequest()
+        try await PostgresStoreAdmin.takeAway(database.url)
+        await sandbox.state.holdTokenAnswers(false)
+        return read
     }
 
     /// Waits until the EHR has a refresh request (counted since its counters were reset), at
