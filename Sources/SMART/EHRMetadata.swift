@@ -70,11 +70,12 @@ public actor EHRMetadata {
     /// whose SMART discovery names no JWKS: Epic before its August 2021 version publishes
     /// the document only under its OAuth server, not under the FHIR base. The document must
     /// name `issuer` as its own (§4.3); the issuer and the `jwks_uri` must be https (or
-    /// loopback http).
-    public func jwksURI(ofIssuer issuer: String) async throws(SMARTError) -> String {
+    /// loopback http), and on a loopback host only when the registered EHR `iss` is.
+    public func jwksURI(ofIssuer issuer: String, for iss: String) async throws(SMARTError) -> String {
         if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
-        // The issuer may come from discovery: nothing is fetched in cleartext off the machine.
-        guard URLPolicy.isUsableEndpoint(issuer), let parts = URLComponents(string: issuer), parts.query == nil else {
+        // The issuer may come from discovery: nothing is fetched in cleartext off the machine,
+        // nor on it for a remote EHR.
+        guard URLPolicy.isUsableEndpoint(issuer, namedBy: iss), let parts = URLComponents(string: issuer), parts.query == nil else {
             throw SMARTError(.discovery, "the issuer is not an absolute https URL without a query")
         }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
@@ -84,7 +85,7 @@ public actor EHRMetadata {
         guard json["issuer"]?.stringValue == issuer else {
             throw SMARTError(.discovery, "the openid-configuration under \(issuer) names another issuer")
         }
-        guard let uri = json["jwks_uri"]?.stringValue, URLPolicy.isUsableEndpoint(uri) else {
+        guard let uri = json["jwks_uri"]?.stringValue, URLPolicy.isUsableEndpoint(uri, namedBy: iss) else {
             throw SMARTError(.discovery, "the issuer's openid-configuration has no jwks_uri that is an absolute https URL")
         }
         issuerJWKS[issuer] = (uri, .now)
@@ -133,11 +134,11 @@ public actor EHRMetadata {
                 guard let json = try? JSONParser.parse(openid.body) else { throw SMARTError(.discovery, "openid-configuration is not JSON") }
                 config.issuer = config.issuer ?? json["issuer"]?.stringValue
                 config.jwksURI = config.jwksURI ?? json["jwks_uri"]?.stringValue
-                try config.verifyEndpoints()
             } else if !EHRMetadata.saysNone(openid.status) {
                 throw SMARTError(.discovery, "openid-configuration answered HTTP \(openid.status)")
             }
         }
+        try config.verifyEndpoints(namedBy: iss)
         return config
     }
 

@@ -76,10 +76,21 @@ public struct SMARTConfiguration: Sendable, Equatable {
 
     /// Endpoints must be absolute https URLs (http only on a loopback host, for development).
     func verifyEndpoints() throws(SMARTError) {
-        let named = [("authorization_endpoint", authorizationEndpoint), ("token_endpoint", tokenEndpoint)]
-            + [("revocation_endpoint", revocationEndpoint), ("jwks_uri", jwksURI)].compactMap { name, url in url.map { (name, $0) } }
-        for (name, url) in named where !URLPolicy.isUsableEndpoint(url) {
+        for (name, url) in namedEndpoints where !URLPolicy.isUsableEndpoint(url) {
             throw SMARTError(.discovery, "\(name) is not an absolute https URL")
         }
+    }
+
+    /// Endpoints on a loopback host only for an EHR registered on one (`URLPolicy.isUsableEndpoint(_:namedBy:)`).
+    func verifyEndpoints(namedBy iss: String) throws(SMARTError) {
+        try verifyEndpoints()
+        for (name, url) in namedEndpoints where !URLPolicy.isUsableEndpoint(url, namedBy: iss) {
+            throw SMARTError(.discovery, "\(name) is on this machine (a loopback host) but the EHR is not")
+        }
+    }
+
+    private var namedEndpoints: [(String, String)] {
+        [("authorization_endpoint", authorizationEndpoint), ("token_endpoint", tokenEndpoint)]
+            + [("revocation_endpoint", revocationEndpoint), ("jwks_uri", jwksURI)].compactMap { name, url in url.map { (name, $0) } }
     }
 }

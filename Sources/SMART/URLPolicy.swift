@@ -12,6 +12,17 @@ public enum URLPolicy {
         return scheme == "http" && isLoopback(host)
     }
 
+    /// Whether `url`, named by the discovery documents of the registered EHR `iss`, may be
+    /// contacted for it: a usable endpoint, on a loopback host only when `iss` is on one
+    /// too. A remote EHR's documents must not steer smart-bff's requests (a code with its
+    /// PKCE verifier, the client's secret or assertion, tokens) to a service on smart-bff's
+    /// own machine.
+    public static func isUsableEndpoint(_ url: String, namedBy iss: String) -> Bool {
+        guard isUsableEndpoint(url) else { return false }
+        guard let host = URLComponents(string: url)?.host, isLoopback(host) else { return true }
+        return URLComponents(string: iss)?.host.map(isLoopback) ?? false
+    }
+
     /// `localhost`, `::1` (bracketed or not), or an IPv4 literal in 127.0.0.0/8: four
     /// decimal octets 0–255, the first 127. A name that only starts like one
     /// (`127.0.0.1.nip.io`, `127.attacker.example`) is not: DNS decides where it goes.

@@ -14,12 +14,46 @@ struct ConfigurationAndPolicyTests {
         let metadata = EHRMetadata(client: HTTPClient())
         for issuer in ["http://192.0.2.1:9/idp", "ftp://idp.example.org/", "https://user@idp.example.org/", "http://127.0.0.1:9/admin?x="] {
             do {
-                _ = try await metadata.jwksURI(ofIssuer: issuer)
+                _ = try await metadata.jwksURI(ofIssuer: issuer, for: "http://127.0.0.1:9/fhir")
                 Issue.record("\(issuer) was used")
             } catch {
                 #expect(error.detail.contains("not an absolute https URL"), "\(issuer): \(error.detail)")
             }
         }
+        // An issuer on this machine is looked up only for an EHR registered on it.
+        do {
+            _ = try await metadata.jwksURI(ofIssuer: "http://127.0.0.1:9/idp", for: "https://ehr.example.org/fhir")
+            Issue.record("a loopback issuer was used for a remote EHR")
+        } catch {
+            #expect(error.detail.contains("not an absolute https URL"), "\(error.detail)")
+        }
+    }
+
+    @Test("a remote EHR's discovery naming endpoints on this machine (a loopback host) is refused; the same document on the EHR's own host is used",
+          arguments: ["http://127.0.0.1:9", "https://localhost:9", "http://[::1]:9", "https://ehr.example.org"])
+    func remoteDiscoveryCannotNameLoopbackEndpoints(endpointBase: String) async throws {
+        let document = #"{"authorization_endpoint":"https://ehr.example.org/authorize","token_endpoint":"\#(endpointBase)/token","code_challenge_methods_supported":["S256"],"issuer":"https://ehr.example.org","jwks_uri":"https://ehr.example.org/jwks"}"#
+        var router = Router()
+        router.get("/fhir/.well-known/smart-configuration") { _ in .json(Array(document.utf8)) }
+        let backend = try TestHTTPServer.start(router: router)
+        let tls = try TLSTestServer(identity: TestCertificates.otherName)
+        tls.forward(to: backend.port)
+        let proxy = try ConnectProxy()
+        defer { proxy.shutdown(); tls.shutdown() }
+        var configuration = HTTPClient.Configuration()
+        configuration.caCertificatesFile = try TestCertificates.caFile()
+        configuration.proxy = proxy.url // every host name reaches 127.0.0.1
+        let metadata = EHRMetadata(client: HTTPClient(configuration: configuration))
+        let iss = "https://ehr.example.org:\(tls.port)/fhir"
+        var refusal: SMARTError?
+        do { _ = try await metadata.configuration(for: iss) } catch { refusal = error }
+        await backend.shutdown(gracePeriod: .zero)
+        if endpointBase == "https://ehr.example.org" {
+            #expect(refusal == nil, "\(refusal?.detail ?? "")")
+        } else {
+            #expect(refusal?.detail == "token_endpoint is on this machine (a loopback host) but the EHR is not", "\(refusal?.detail ?? "accepted")")
+        }
+        #expect(tls.completedHandshakes == 1, "the document was not fetched")
     }
 
     let issuers = Array(#"[{"iss":"https://ehr.example/fhir/","client_id":"app","client_secret":"s3cret"}]"#.utf8)

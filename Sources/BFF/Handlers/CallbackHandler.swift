@@ -94,7 +94,7 @@ struct CallbackHandler: Sendable {
                          logger: Logger) async throws -> String {
         if let known = configuration.jwksURI { return known }
         do {
-            return try await services.metadata.jwksURI(ofIssuer: issuer)
+            return try await services.metadata.jwksURI(ofIssuer: issuer, for: registration.iss)
         } catch {
             logger.warning("ID token rejected", metadata: ["smart.iss": .string(registration.iss), "jwt.reason": .string(error.detail)])
             throw HTTPError(.unauthorized, type: Problems.base + "id-token-rejected", detail: "The EHR publishes no JWKS.")
