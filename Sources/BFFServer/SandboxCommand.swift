@@ -15,7 +15,7 @@ struct SandboxCommand: AsyncParsableCommand {
     }
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Client id of the registered public client.") var clientID = "smart-bff-demo"
-    @Option(help: "Redirect URIs registered for the client (repeatable).") var redirectURI: [String] = ["http://127.0.0.1:8080/callback"]
+    @Option(help: "Redirect URIs registered for the client (repeatable); /launch-ehr?app= opens apps only on their origins.") var redirectURI: [String] = ["http://127.0.0.1:8080/callback"]
     @Option(help: "Access token lifetime in seconds.") var accessTokenLifetime = 3600
     @Option(help: "Base URL to advertise when a proxy fronts the sandbox.") var publicURL: String?
 

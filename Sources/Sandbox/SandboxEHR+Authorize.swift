@@ -108,11 +108,15 @@ extension SandboxEHR {
         return page("Choose a patient", "<p>The app asks to open a patient's record.</p><ul id=\"patients\">\(rows)</ul>")
     }
 
-    /// `GET /launch-ehr?app=URL&patient=ID`: the EHR opens the app with `iss` and `launch`.
+    /// `GET /launch-ehr?app=URL&patient=ID`: the EHR opens the app with `iss` and `launch`;
+    /// `app` must be on a registered client's origin.
     func launchEHR(_ request: Request) async throws -> Response {
         guard let app = request.queryParameter("app"), let components = URLComponents(string: app),
               let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https", components.host?.isEmpty == false else {
             return page("Bad request", "<p>app must be an http(s) URL.</p>", status: .badRequest)
+        }
+        guard await state.isRegisteredAppOrigin(app) else {
+            return page("Bad request", "<p>app must be on the origin of a registered client's redirect URI.</p>", status: .badRequest)
         }
         let patient = request.queryParameter("patient") ?? "pat-1"
         guard data.resources["Patient"]?[patient] != nil else { return page("Unknown patient", "", status: .badRequest) }

@@ -284,5 +284,20 @@ public actor SandboxState {
     func jwks() -> [(String, RSAPrivateKey)] { [(signingKeyID, signingKey)] + retiredKeys }
     func currentKey() -> (String, RSAPrivateKey) { (signingKeyID, signingKey) }
     func client(_ id: String) -> SandboxClient? { clients[id] }
+
+    /// Whether `url` is on the origin (scheme, host, port) of a registered client's redirect
+    /// URI: where the sandbox sends a browser on an EHR launch. A real EHR launches only the
+    /// launch URLs registered with it, so it is no open redirect.
+    func isRegisteredAppOrigin(_ url: String) -> Bool {
+        guard let origin = Self.origin(of: url) else { return false }
+        return clients.values.contains { $0.redirectURIs.contains { Self.origin(of: $0) == origin } }
+    }
+
+    private static func origin(of url: String) -> String? {
+        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host?.lowercased(), !host.isEmpty,
+              c.user == nil, c.password == nil else { return nil }
+        let port = c.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
+        return "\(scheme)://\(host):\(port)"
+    }
     func launch(_ id: String) -> (patient: String, encounter: String)? { launches[id] }
 }

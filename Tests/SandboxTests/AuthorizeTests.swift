@@ -8,10 +8,10 @@ struct AuthorizeTests {
     @Test("EHR launch: launch-ehr sends the app iss and launch; authorize approves at once with code, state and iss")
     func ehrLaunch() async throws {
         try await SandboxHarness.with { h in
-            let entry = try await h.get(h.sandbox.ehrLaunchURL(app: "https://app.example/launch?x=1", patient: "pat-2"))
+            let entry = try await h.get(h.sandbox.ehrLaunchURL(app: "http://app.example/launch?x=1", patient: "pat-2"))
             #expect(entry.status == 302)
             let location = try #require(entry.header("Location"))
-            #expect(location.hasPrefix("https://app.example/launch?x=1&"))
+            #expect(location.hasPrefix("http://app.example/launch?x=1&"))
             let query = SandboxHarness.query(location)
             #expect(query["iss"] == h.sandbox.fhirBaseURL)
             let launch = try #require(query["launch"])
@@ -31,21 +31,23 @@ struct AuthorizeTests {
     @Test("launch-ehr adds iss and launch to the app URL's query, before its fragment")
     func ehrLaunchKeepsFragmentLast() async throws {
         try await SandboxHarness.with { h in
-            let entry = try await h.get(h.sandbox.ehrLaunchURL(app: "https://app.example/launch#frag", patient: "pat-2"))
+            let entry = try await h.get(h.sandbox.ehrLaunchURL(app: "http://app.example/launch#frag", patient: "pat-2"))
             let location = try #require(entry.header("Location"))
-            #expect(location.hasPrefix("https://app.example/launch?") && location.hasSuffix("#frag"), "\(location)")
+            #expect(location.hasPrefix("http://app.example/launch?") && location.hasSuffix("#frag"), "\(location)")
             #expect(SandboxHarness.query(String(location.prefix { $0 != "#" }))["iss"] == h.sandbox.fhirBaseURL)
         }
     }
 
-    @Test("launch-ehr refuses app URLs that are not http(s) and unknown patients", arguments: [
+    @Test("launch-ehr refuses app URLs that are not http(s), off every registered client's origin (no open redirect), and unknown patients", arguments: [
         "javascript:alert(1)", "data:text/html,hi", "//evil.example/launch", "ftp://app.example/launch", "https:///nohost",
+        "http://evil.example/launch", "https://app.example/launch", "http://app.example:8080/launch", "http://app.example.evil/launch",
+        "http://user@app.example/launch",
     ])
     func launchEHRRefusesSchemes(app: String) async throws {
         try await SandboxHarness.with { h in
             let response = try await h.get(h.sandbox.ehrLaunchURL(app: app))
             #expect(response.status == 400 && response.header("Location") == nil)
-            #expect(try await h.get(h.sandbox.ehrLaunchURL(app: "https://app.example/l", patient: "nobody")).status == 400)
+            #expect(try await h.get(h.sandbox.ehrLaunchURL(app: "http://app.example/l", patient: "nobody")).status == 400)
         }
     }
 

@@ -98,7 +98,7 @@ struct SandboxHarness: Sendable {
 
     /// Opens an EHR launch for `patient` and returns its launch id.
     func launchID(patient: String) async throws -> String {
-        let entry = try await get(sandbox.ehrLaunchURL(app: "https://app.example/launch", patient: patient))
+        let entry = try await get(sandbox.ehrLaunchURL(app: "http://app.example/launch", patient: patient))
         guard entry.status == 302, let location = entry.header("Location"), let launch = Self.query(location)["launch"] else {
             throw HarnessError.unexpected("launch-ehr answered \(entry.status)")
         }
