@@ -83,10 +83,11 @@ public struct SMARTScopes: Sendable, Equatable {
             self.restrictions = restrictions
         }
 
-        /// Whether everything this allows, `other` allows: the same context, its type or
-        /// all, no permission it lacks, every restriction it has.
+        /// Whether everything this allows, `other` allows: the same context (or `other` has
+        /// none, as Epic writes a grant for its type in every context), its type or all, no
+        /// permission it lacks, every restriction it has.
         func isWithin(_ other: WrittenScope) -> Bool {
-            context == other.context && (other.resourceType == "*" || other.resourceType == resourceType)
+            (context == other.context || other.context.isEmpty) && (other.resourceType == "*" || other.resourceType == resourceType)
                 && letters.isSubset(of: other.letters) && other.restrictions.allSatisfy { restrictions[$0.key] == $0.value }
         }
     }

@@ -62,6 +62,12 @@ struct ScopeCheckTests {
         #expect(SMARTScopes.narrowed("Patient.read user/Observation.Read", within: "Patient.read user/Observation.read")
                     == "Patient.read user/Observation.Read user/Observation.read")
         #expect(SMARTScopes.narrowed("Patient.read Observation.read", within: "Patient.search") == "Patient.search")
+        // One grant written with and without a context, either way round: the scope with the
+        // context is kept (no read the launch had is lost), the one without is not (it is wider).
+        #expect(SMARTScopes.narrowed("Patient.read", within: "patient/Patient.read") == "patient/Patient.read")
+        #expect(SMARTScopes.narrowed("patient/Patient.read", within: "Patient.read") == "patient/Patient.read")
+        #expect(SMARTScopes.narrowed("Patient.read", within: "patient/Observation.read") == "")
+        #expect(SMARTScopes.narrowed("user/Patient.read", within: "Patient.search") == "")
     }
 
     @Test("type history needs search with no restriction: a restricted grant is refused even with the category in the query")
