@@ -1,9 +1,10 @@
+import SMART
 import Sessions
 
 extension BFFServices {
     /// Revokes the tokens of launches that have ended here (a logout, or another user's
     /// sign-in in the same browser) at their EHRs, where the EHR advertises a revocation
-    /// endpoint (RFC 7009). A failure is logged, not thrown: the launches are gone here either way.
+    /// endpoint (RFC 7009) on its token endpoint's origin. A failure is logged, not thrown: the launches are gone here either way.
     func revokeTokens(of ended: [(LaunchRecord, TokenSet)]) async {
         for (launch, tokens) in ended { await revoke(tokens, iss: launch.iss) }
     }
@@ -24,6 +25,10 @@ extension BFFServices {
         guard let registration = registration(for: iss),
               let configuration = try? await metadata.configuration(for: iss),
               let endpoint = configuration.revocationEndpoint else { return }
+        guard TokenClient.mayRevoke(at: endpoint, tokenEndpoint: configuration.tokenEndpoint) else {
+            logger.warning("token revocation skipped", metadata: ["smart.iss": .string(iss), "error.detail": .string(TokenClient.revocationOffOrigin)])
+            return
+        }
         let pairs = [(tokens.refreshToken, "refresh_token"), (tokens.accessToken as String?, "access_token")]
         for case let (token?, hint) in pairs {
             do {

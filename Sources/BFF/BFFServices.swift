@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import HTTPCore
 import JWTVerification
 import Logging
 import PostgresStore
@@ -138,9 +139,9 @@ public final class BFFServices: Sendable {
         }
         // On this registration's origin, and no other registration's: another EHR served on
         // this origin (two tenants of one host) may have its issuer there too.
-        let origin = BFFConfiguration.origin(of: wanted)
+        let origin = Origin.of(wanted)
         func onOrigin(_ r: IssuerRegistration) -> Bool {
-            origin != nil && ([r.iss] + (r.idTokenIssuer.map { [$0] } ?? [])).contains { BFFConfiguration.origin(of: $0) == origin }
+            origin != nil && ([r.iss] + (r.idTokenIssuer.map { [$0] } ?? [])).contains { Origin.of($0) == origin }
         }
         let ownedHere = owns(registration)
             || (onOrigin(registration) && !registrations.values.contains { $0.iss != registration.iss && onOrigin($0) })

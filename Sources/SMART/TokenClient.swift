@@ -25,15 +25,32 @@ public struct TokenClient: Sendable {
 
     /// Revokes a token (RFC 7009). Failures are reported; callers log out locally anyway.
     /// The client authenticates as at the token endpoint: a `private_key_jwt` assertion's
-    /// audience is `tokenEndpoint` (SMART, RFC 7523), not the revocation URL.
+    /// audience is `tokenEndpoint` (SMART, RFC 7523), not the revocation URL. So the request
+    /// goes only to a revocation endpoint on the token endpoint's origin (`mayRevoke`).
     public func revoke(token: String, hint: String, clientID: String, authentication: ClientAuthentication,
                        revocationEndpoint: String, tokenEndpoint: String) async throws(SMARTError) {
+        guard TokenClient.mayRevoke(at: revocationEndpoint, tokenEndpoint: tokenEndpoint) else {
+            throw SMARTError(.discovery, TokenClient.revocationOffOrigin)
+        }
         var form = [("token", token), ("token_type_hint", hint)]
         var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
         try authentication.apply(clientID: clientID, tokenEndpoint: tokenEndpoint, form: &form, headers: &headers)
         let response = try await send(form, headers: headers, url: revocationEndpoint, endpoint: "revocation endpoint")
         guard response.status == 200 else { throw SMARTError(.tokenEndpoint, "revocation answered HTTP \(response.status)") }
     }
+
+    /// Whether tokens may be sent to `revocationEndpoint` for revoking: only on the token
+    /// endpoint's origin (scheme, host, port). The request carries a token and the client's
+    /// credentials (its secret, or an assertion a token endpoint takes for 240 s); a discovery
+    /// document naming a revocation endpoint elsewhere (a FHIR server or gateway in the wrong
+    /// hands) would have them redeemed at the real token endpoint.
+    public static func mayRevoke(at revocationEndpoint: String, tokenEndpoint: String) -> Bool {
+        guard let origin = Origin.of(revocationEndpoint) else { return false }
+        return origin == Origin.of(tokenEndpoint)
+    }
+
+    /// Why `revoke` sent nothing to a revocation endpoint off the token endpoint's origin.
+    public static let revocationOffOrigin = "the revocation endpoint is not on the token endpoint's origin: no token or client credentials are sent there"
 
     private func post(_ fields: [(String, String)], clientID: String, authentication: ClientAuthentication,
                       tokenEndpoint: String) async throws(SMARTError) -> TokenResponse {

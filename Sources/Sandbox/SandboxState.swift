@@ -1,5 +1,6 @@
 import Cryptography
 import Foundation
+import HTTPCore
 import JSON
 
 /// Everything the sandbox remembers, and the switches tests use to make it misbehave.
@@ -289,15 +290,8 @@ public actor SandboxState {
     /// URI: where the sandbox sends a browser on an EHR launch. A real EHR launches only the
     /// launch URLs registered with it, so it is no open redirect.
     func isRegisteredAppOrigin(_ url: String) -> Bool {
-        guard let origin = Self.origin(of: url) else { return false }
-        return clients.values.contains { $0.redirectURIs.contains { Self.origin(of: $0) == origin } }
-    }
-
-    private static func origin(of url: String) -> String? {
-        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host?.lowercased(), !host.isEmpty,
-              c.user == nil, c.password == nil else { return nil }
-        let port = c.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
-        return "\(scheme)://\(host):\(port)"
+        guard let origin = Origin.of(url) else { return false }
+        return clients.values.contains { $0.redirectURIs.contains { Origin.of($0) == origin } }
     }
     func launch(_ id: String) -> (patient: String, encounter: String)? { launches[id] }
 }

@@ -555,3 +555,21 @@ extension LaunchFlowTests {
         return Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
     }
 }
+
+extension LaunchFlowTests {
+    @Test("a revocation endpoint off the token endpoint's origin is sent no token and no client credentials; the logout still ends the session")
+    func revocationEndpointOffTheTokenEndpointsOrigin() async throws {
+        let received = Counter()
+        var router = Router()
+        router.post("/revoke") { _ in received.increment(); return .text("") }
+        let elsewhere = try TestHTTPServer.start(router: router)
+        let h = try await BFFHarness.start(sandbox: { $0.revocationEndpoint = "http://127.0.0.1:\(elsewhere.port)/revoke" })
+        defer { Task { await h.stop(); await elsewhere.shutdown(gracePeriod: .zero) } }
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser, patient: "pat-1")
+        #expect(try await browser.api("POST", h.baseURL + "/logout", launch: launch).status == 204)
+        #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
+        #expect(received.current == 0, "the refresh and access tokens went to another origin")
+        #expect(await h.sandbox.state.revocations == 0)
+    }
+}

@@ -1,5 +1,6 @@
 import Cryptography
 import Foundation
+import HTTPCore
 import JSON
 
 extension BFFConfiguration {
@@ -45,7 +46,7 @@ extension BFFConfiguration {
         }
         var publicURL = value("BFF_PUBLIC_URL") ?? "http://\(listen)"
         while publicURL.hasSuffix("/") { publicURL.removeLast() }
-        let publicOrigin = origin(of: publicURL)
+        let publicOrigin = Origin.of(publicURL)
         // Derived from a BFF_LISTEN already reported, the default is not a problem of its own.
         if value("BFF_PUBLIC_URL") != nil || listenParsed != nil {
             if publicOrigin == nil {
@@ -96,7 +97,7 @@ extension BFFConfiguration {
             let items = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             if items.isEmpty { problems.append("BFF_RETURN_ORIGINS: lists no origin or scheme (leave it unset for the BFF's own origin)") }
             for item in items {
-                if let o = origin(of: item), isBareOrigin(item), publicURLProblem(item) == nil { returnOrigins.append(o) }
+                if let o = Origin.of(item), isBareOrigin(item), publicURLProblem(item) == nil { returnOrigins.append(o) }
                 else if isCustomScheme(item) { returnOrigins.append(item.lowercased()) }
                 else { problems.append("BFF_RETURN_ORIGINS: \"\(item)\" is neither an origin (https://host[:port], port 1-65535) nor a custom scheme (myapp:)") }
             }
@@ -162,17 +163,6 @@ extension BFFConfiguration {
         if components.fragment != nil { return "a base URL has no fragment" }
         if let port = components.port, !(1...65535).contains(port) { return "the port must be in 1...65535" }
         return nil
-    }
-
-    /// `scheme://host[:port]` in lower case, without the scheme's default port (an origin
-    /// compares equal however its port is written), or nil when `url` is not absolute http(s).
-    public static func origin(of url: String) -> String? {
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let host = components.host?.lowercased(), !host.isEmpty,
-              components.user == nil, components.password == nil else { return nil }
-        let isDefault = (scheme == "http" && components.port == 80) || (scheme == "https" && components.port == 443)
-        let port = components.port.flatMap { isDefault ? nil : ":\($0)" } ?? ""
-        return "\(scheme)://\(host)\(port)"
     }
 
     /// Whether `url` is an origin and nothing more: no path but `/`, no query, no fragment.

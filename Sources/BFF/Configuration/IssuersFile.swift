@@ -1,3 +1,4 @@
+import HTTPCore
 import JSON
 import SMART
 
@@ -16,7 +17,7 @@ enum IssuersFile {
         for (index, item) in items.enumerated() {
             let at = "entry \(index)"
             guard item.objectValue != nil else { throw Problem(message: "\(at): expected an object") }
-            guard let iss = item["iss"]?.stringValue, BFFConfiguration.origin(of: iss) != nil else {
+            guard let iss = item["iss"]?.stringValue, Origin.of(iss) != nil else {
                 throw Problem(message: "\(at): \"iss\" must be an absolute http(s) URL")
             }
             // A FHIR base: `{iss}/metadata` and `{iss}/{path}` are appended to it.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 
 /// Decides where the browser may be sent after the callback: only to the BFF's own origin
 /// (the default `return_to`, `/`, is there) and to origins and custom schemes on
@@ -46,11 +47,11 @@ public struct ReturnToPolicy: Sendable {
         return .app(text)
     }
 
-    private var publicOrigin: String { BFFConfiguration.origin(of: publicURL) ?? publicURL }
+    private var publicOrigin: String { Origin.of(publicURL) ?? publicURL }
 
     private func isAllowedWeb(_ url: String) -> Bool {
         guard let c = URLComponents(string: url), c.user == nil, c.password == nil, c.host != nil,
-              let origin = BFFConfiguration.origin(of: url) else { return false }
+              let origin = Origin.of(url) else { return false }
         // The raw text must begin with the origin it parses to (no "@" or encoding tricks), its
         // scheme's default port written out or not.
         let written = c.port.map { origin.hasSuffix(":\($0)") ? origin : origin + ":\($0)" } ?? origin
