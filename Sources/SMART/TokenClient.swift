@@ -85,6 +85,9 @@ public struct TokenClient: Sendable {
         return isCode ? error : "an error value not shown"
     }
 
+    /// Failures name no cause (connection refused, TLS, a bad answer): the endpoint is
+    /// discovery's, and the browser sees the detail, so it must not tell which of an EHR's
+    /// chosen hosts and ports answer. Logs have the cause (`SMARTError.cause`).
     private func send(_ form: [(String, String)], headers: [(String, String)], url: String,
                       endpoint: String = "token endpoint") async throws(SMARTError) -> HTTPClientResponse {
         let body = PercentEncoding.formEncode(form)
@@ -92,7 +95,7 @@ public struct TokenClient: Sendable {
             return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8)))
         } catch {
             throw SMARTError(error.isTimeout ? .timeout : .tokenEndpoint,
-                             error.isTimeout ? "the \(endpoint) did not answer in time" : "the \(endpoint) could not be reached (\(error.failure))",
+                             error.isTimeout ? "the \(endpoint) did not answer in time" : "the \(endpoint) could not be reached",
                              cause: error)
         }
     }

@@ -20,8 +20,9 @@ extension SandboxEHR {
         ]
         if options.idTokenIssuer != nil { config = config.removing("issuer") }
         if options.openIDConfigurationAtOAuthServerOnly { config = config.removing("issuer").removing("jwks_uri") }
-        if options.revocation { config = config.setting("revocation_endpoint", .string(options.revocationEndpoint ?? baseURL + "/revoke")) }
+        if options.revocation { config = config.setting("revocation_endpoint", .string(baseURL + "/revoke")) }
         if options.issParameter { config = config.setting("authorization_response_iss_parameter_supported", true) }
+        for (name, value) in options.smartConfigurationMembers { config = config.setting(name, .string(value)) }
         return config
     }
 

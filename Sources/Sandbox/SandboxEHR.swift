@@ -34,8 +34,9 @@ public final class SandboxEHR: Sendable {
         public var signingKeyPEM: String?
         /// Advertise the RFC 7009 `revocation_endpoint` (it answers either way).
         public var revocation = true
-        /// The `revocation_endpoint` to advertise in place of the sandbox's own `/revoke`.
-        public var revocationEndpoint: String?
+        /// Members of `.well-known/smart-configuration` set over the sandbox's own (an
+        /// endpoint elsewhere, say `revocation_endpoint` on another origin).
+        public var smartConfigurationMembers: [String: String] = [:]
         /// The base URL to advertise when the sandbox sits behind a proxy (default: its own address).
         public var publicBaseURL: String?
         /// Fail mode: refresh grants answer `400 {"error": refreshError}` (e.g. `invalid_grant`).

@@ -563,7 +563,9 @@ extension LaunchFlowTests {
         var router = Router()
         router.post("/revoke") { _ in received.increment(); return .text("") }
         let elsewhere = try TestHTTPServer.start(router: router)
-        let h = try await BFFHarness.start(sandbox: { $0.revocationEndpoint = "http://127.0.0.1:\(elsewhere.port)/revoke" })
+        let h = try await BFFHarness.start(sandbox: {
+            $0.smartConfigurationMembers = ["revocation_endpoint": "http://127.0.0.1:\(elsewhere.port)/revoke"]
+        })
         defer { Task { await h.stop(); await elsewhere.shutdown(gracePeriod: .zero) } }
         let browser = Browser(client: h.client)
         let (_, launch) = try await h.standaloneLogin(browser, patient: "pat-1")
@@ -571,5 +573,20 @@ extension LaunchFlowTests {
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 401)
         #expect(received.current == 0, "the refresh and access tokens went to another origin")
         #expect(await h.sandbox.state.revocations == 0)
+    }
+}
+
+extension LaunchFlowTests {
+    @Test("a token endpoint that cannot be reached: 502 at the callback, no session, and the browser is not told why (no port probing through discovery)")
+    func tokenEndpointUnreachable() async throws {
+        let closed = try LoopbackSocket.bind(port: 0) // bound, never listening: connections are refused
+        defer { close(closed.fd) }
+        let h = try await BFFHarness.start(sandbox: { $0.smartConfigurationMembers = ["token_endpoint": "http://127.0.0.1:\(closed.port)/token"] })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let (page, launch) = try await h.standaloneLogin(browser, patient: "pat-1")
+        #expect(page.status == 502 && launch == nil && page.setCookies.allSatisfy { !$0.hasPrefix("bff_session=") || $0.contains("Max-Age=0") })
+        #expect(page.text.contains("the token endpoint could not be reached"), "\(page.text)")
+        #expect(!page.text.contains("connect") && !page.text.contains("refused"), "\(page.text)")
     }
 }
