@@ -72,12 +72,12 @@ public actor EHRMetadata {
     /// name `issuer` as its own (§4.3); the issuer and the `jwks_uri` must be https (or
     /// loopback http), and on a loopback host only when the registered EHR `iss` is.
     public func jwksURI(ofIssuer issuer: String, for iss: String) async throws(SMARTError) -> String {
-        if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
         // The issuer may come from discovery: nothing is fetched in cleartext off the machine,
         // nor on it for a remote EHR.
         guard URLPolicy.isUsableEndpoint(issuer, namedBy: iss), let parts = URLComponents(string: issuer), parts.query == nil else {
             throw SMARTError(.discovery, "the issuer is not an absolute https URL without a query")
         }
+        if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let answer = try await EHRMetadata.get(base + "/.well-known/openid-configuration", client: client)
         guard answer.status == 200 else { throw SMARTError(.discovery, "\(base)/.well-known/openid-configuration answered HTTP \(answer.status)") }

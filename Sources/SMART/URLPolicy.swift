@@ -19,8 +19,33 @@ public enum URLPolicy {
     /// own machine.
     public static func isUsableEndpoint(_ url: String, namedBy iss: String) -> Bool {
         guard isUsableEndpoint(url) else { return false }
-        guard let host = URLComponents(string: url)?.host, isLoopback(host) else { return true }
+        guard let host = URLComponents(string: url)?.host, isOnThisMachine(host) else { return true }
         return URLComponents(string: iss)?.host.map(isLoopback) ?? false
+    }
+
+    /// Whether `host` leads to this machine however it is written: `isLoopback`'s forms, a
+    /// name under `localhost` (RFC 6761 §6.3) with or without a final dot, and any IPv4 or
+    /// IPv6 literal the resolver reads as a loopback or unspecified address (`127.1`,
+    /// `2130706433`, `0.0.0.0`, `[0:0:0:0:0:0:0:1]`, `[::]`, `[::ffff:127.0.0.1]`).
+    /// Stricter than `isLoopback` in what it catches, so never used to allow cleartext.
+    public static func isOnThisMachine(_ host: String) -> Bool {
+        if isLoopback(host) { return true }
+        var h = host.lowercased()
+        if h.hasPrefix("["), h.hasSuffix("]") { h = String(h.dropFirst().dropLast()) }
+        let name = h.hasSuffix(".") ? String(h.dropLast()) : h
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, h, &v6) == 1 {
+            // ::, ::1, and the IPv4-compatible (::a.b.c.d) and -mapped (::ffff:a.b.c.d) forms
+            // of 0/8 and 127/8: the first 80 bits zero, then 0000 or ffff, then the IPv4 address.
+            let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            guard bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == bytes[11], bytes[10] == 0 || bytes[10] == 0xFF else { return false }
+            return bytes[12] == 127 || bytes[12] == 0
+        }
+        var v4 = in_addr()
+        guard inet_aton(h, &v4) != 0 else { return false }
+        let first = UInt8(truncatingIfNeeded: UInt32(bigEndian: v4.s_addr) >> 24)
+        return first == 127 || first == 0
     }
 
     /// `localhost`, `::1` (bracketed or not), or an IPv4 literal in 127.0.0.0/8: four

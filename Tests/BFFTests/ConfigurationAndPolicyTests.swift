@@ -30,7 +30,8 @@ struct ConfigurationAndPolicyTests {
     }
 
     @Test("a remote EHR's discovery naming endpoints on this machine (a loopback host) is refused; the same document on the EHR's own host is used",
-          arguments: ["http://127.0.0.1:9", "https://localhost:9", "http://[::1]:9", "https://ehr.example.org"])
+          arguments: ["http://127.0.0.1:9", "https://localhost:9", "http://[::1]:9", "https://[0:0:0:0:0:0:0:1]:9", "https://[::ffff:127.0.0.1]:9",
+                      "https://localhost.:9", "https://0.0.0.0:9", "https://127.1:9", "https://ehr.example.org"])
     func remoteDiscoveryCannotNameLoopbackEndpoints(endpointBase: String) async throws {
         let document = #"{"authorization_endpoint":"https://ehr.example.org/authorize","token_endpoint":"\#(endpointBase)/token","code_challenge_methods_supported":["S256"],"issuer":"https://ehr.example.org","jwks_uri":"https://ehr.example.org/jwks"}"#
         var router = Router()
@@ -240,6 +241,17 @@ struct ConfigurationAndPolicyTests {
     func loopback(host: String, loopback: Bool) {
         #expect(URLPolicy.isLoopback(host) == loopback)
         #expect(URLPolicy.isUsableEndpoint("http://\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):8080/fhir") == loopback)
+    }
+
+    @Test("this machine however a host writes it: loopback and unspecified addresses in every IPv4 and IPv6 spelling, and names under localhost", arguments: [
+        ("127.0.0.1", true), ("localhost", true), ("[::1]", true), ("[0:0:0:0:0:0:0:1]", true), ("[0::1]", true), ("[::]", true),
+        ("[::ffff:127.0.0.1]", true), ("[::ffff:7f00:1]", true), ("[::127.0.0.1]", true), ("0.0.0.0", true), ("0", true), ("127.1", true),
+        ("2130706433", true), ("0x7f.1", true), ("0177.0.0.1", true), ("localhost.", true), ("app.localhost", true), ("LOCALHOST.", true),
+        ("ehr.example.org", false), ("8.8.8.8", false), ("[2001:db8::1]", false), ("[::ffff:8.8.8.8]", false), ("[::1:0:0:1]", false),
+        ("localhost.example.org", false), ("127.example", false), ("128.0.0.1", false), ("[fe80::1]", false),
+    ])
+    func thisMachine(host: String, local: Bool) {
+        #expect(URLPolicy.isOnThisMachine(host) == local)
     }
 
     @Test("the session cookie: HttpOnly, SameSite, Path=/, no Domain; Secure and __Host- over https; None adds Partitioned")
