@@ -123,22 +123,22 @@ struct HTTPClientConnectionTests {
 
     @Test func plainHTTPGoesToTheProxyInAbsoluteFormWithItsCredentials() async throws {
         let proxy = try ScriptedServer.responding { _ in "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nproxied!" }
-        let upstreamPort = try LoopbackSocket.unusedPort() // nothing listens there: only the proxy can answer
+        let upstreamPort = try LoopbackSocket.unusedPort() // and no name lookup finds the host: only the proxy can answer
         var configuration = HTTPClient.Configuration()
         configuration.proxy = "http://user:p%40ss@127.0.0.1:\(proxy.port)"
         let client = HTTPClient(configuration: configuration)
-        let response = try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(upstreamPort)/fhir/Patient?_id=1"))
+        let response = try await client.execute(HTTPClientRequest(url: "http://fhir.internal.test:\(upstreamPort)/fhir/Patient?_id=1"))
         #expect(response.body == Array("proxied!".utf8))
         let seen = try #require(proxy.requests.first)
         #expect(seen.method == "GET")
-        #expect(seen.target == "http://127.0.0.1:\(upstreamPort)/fhir/Patient?_id=1")
-        #expect(seen.header("Host") == "127.0.0.1:\(upstreamPort)")
+        #expect(seen.target == "http://fhir.internal.test:\(upstreamPort)/fhir/Patient?_id=1")
+        #expect(seen.header("Host") == "fhir.internal.test:\(upstreamPort)")
         #expect(seen.header("Proxy-Authorization") == "Basic " + Data("user:p@ss".utf8).base64EncodedString())
 
         configuration.proxy = "http://127.0.0.1:\(proxy.port)"
-        _ = try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: "http://127.0.0.1:\(upstreamPort)/"))
+        _ = try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: "http://fhir.internal.test:\(upstreamPort)/"))
         #expect(proxy.requests.count == 2)
-        #expect(proxy.requests.last?.target == "http://127.0.0.1:\(upstreamPort)/")
+        #expect(proxy.requests.last?.target == "http://fhir.internal.test:\(upstreamPort)/")
         #expect(proxy.requests.last?.header("Proxy-Authorization") == nil)
     }
 
@@ -207,7 +207,8 @@ struct HTTPClientConnectionTests {
         var configuration = HTTPClient.Configuration()
         configuration.proxy = proxy
         let error = await #expect(throws: HTTPClientError.self) {
-            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: server.baseURL + "/"))
+            // https: plain http to a loopback host never goes through a proxy.
+            try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: "https://127.0.0.1:\(server.port)/"))
         }
         #expect(error?.isConnectFailure == true)
         #expect(server.connectionCount == 0) // no fallback to a direct connection

@@ -72,6 +72,18 @@ struct ProxySettingsTests {
         }
     }
 
+    @Test("plain http to a loopback host never goes through a proxy (its tokens would cross the network in cleartext); https to one may, as a tunnel")
+    func plainHTTPToLoopbackStaysOnTheMachine() throws {
+        let environment = ["http_proxy": "http://proxy:3128", "https_proxy": "http://proxy:3128", "all_proxy": "http://proxy:3128"]
+        for url in ["http://127.0.0.1:8080/fhir", "http://localhost:8080/fhir", "http://[::1]:8080/fhir", "http://127.9.9.9/fhir", "http://localhost./fhir"] {
+            #expect(try Self.proxy(for: url, environment) == nil, "\(url)")
+            #expect(try Self.proxy(for: url, configured: "http://configured:3128", [:]) == nil, "\(url)")
+        }
+        #expect(try Self.proxy(for: "https://localhost:8443/fhir", environment)?.host == "proxy")
+        #expect(try Self.proxy(for: "http://fhir.example.org/fhir", environment)?.host == "proxy")
+        #expect(try Self.proxy(for: "http://[::2]/fhir", environment)?.host == "proxy")
+    }
+
     @Test func theConfiguredProxyWinsOverTheEnvironment() throws {
         let environment = ["https_proxy": "http://env:1", "http_proxy": "http://env:2", "all_proxy": "http://env:3"]
         for url in ["https://example.org/", "http://example.org/"] {

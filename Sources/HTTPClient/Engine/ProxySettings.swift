@@ -8,7 +8,8 @@ import HTTPCore
 ///   URLs `https_proxy` or `HTTPS_PROXY`; then `all_proxy` or `ALL_PROXY`;
 /// - except hosts that `no_proxy` (or `NO_PROXY`) names: `*` for every host, or a
 ///   comma-separated list of names (which cover their subdomains; a leading dot is ignored),
-///   addresses and address ranges (`10.0.0.0/8`, `fd00::/8`) that cover a URL's IP address.
+///   addresses and address ranges (`10.0.0.0/8`, `fd00::/8`) that cover a URL's IP address;
+/// - and never plain http to a loopback host (libcurl would proxy it; Go's client does not).
 ///
 /// Only `http://` proxies are supported (`host:port` alone means the same); https URLs go
 /// through a `CONNECT` tunnel, plain http URLs are sent to the proxy in absolute form. User
@@ -61,7 +62,19 @@ struct ProxySettings: Sendable {
     /// applies cannot be used.
     func proxy(for url: UpstreamURL) throws(HTTPClientError) -> Proxy? {
         guard let chosen = configured ?? (url.isSecure ? forHTTPS : forHTTP), !isExempt(url.host) else { return nil }
+        // Plain http is allowed only to a loopback host, to stay on this machine: sent to a
+        // proxy, its bearer tokens would cross the network in cleartext. (https through a
+        // proxy is a tunnel the proxy cannot read, so it may go.)
+        if !url.isSecure && ProxySettings.isLoopback(url.host) { return nil }
         return try chosen.get()
+    }
+
+    /// `localhost`, a name under it, or an address in 127.0.0.0/8 or `::1`.
+    static func isLoopback(_ host: String) -> Bool {
+        let name = (host.hasSuffix(".") ? String(host.dropLast()) : host).lowercased()
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        guard let bytes = addressBytes(name) else { return false }
+        return bytes.count == 4 ? bytes[0] == 127 : bytes == [UInt8](repeating: 0, count: 15) + [1]
     }
 
     private func isExempt(_ name: String) -> Bool {
