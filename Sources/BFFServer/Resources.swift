@@ -35,15 +35,8 @@ enum Resources {
     static func openAPI() -> [UInt8]? {
         let env = ProcessInfo.processInfo.environment
         if let path = env["BFF_OPENAPI_FILE"] { return FileManager.default.contents(atPath: path).map(Array.init) }
-        var candidates: [String] = []
-        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<5 {
-            candidates.append(dir.appendingPathComponent("openapi.yaml").path)
-            dir = dir.deletingLastPathComponent()
-        }
-        candidates.append(FileManager.default.currentDirectoryPath + "/openapi.yaml")
-        for path in candidates {
-            if let data = FileManager.default.contents(atPath: path) { return Array(data) }
+        for url in InstallationPaths.candidates(for: "openapi.yaml") {
+            if let data = FileManager.default.contents(atPath: url.path) { return Array(data) }
         }
         return nil
     }

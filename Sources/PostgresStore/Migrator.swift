@@ -81,14 +81,7 @@ public struct Migrator: Sendable {
             let url = URL(fileURLWithPath: dir)
             return isMigrations(url) ? url : nil
         }
-        var candidates: [URL] = []
-        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<5 {
-            candidates.append(dir.appendingPathComponent("migrations"))
-            dir = dir.deletingLastPathComponent()
-        }
-        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"))
-        return candidates.first(where: isMigrations)
+        return InstallationPaths.candidates(for: "migrations").first(where: isMigrations)
     }
 
     /// Applies every pending migration; returns the versions applied by this call.
