@@ -26,6 +26,22 @@ struct DatabaseTroubleTests {
         #expect(try await browser.api(h.baseURL + "/session", launch: launch).status == 200)
     }
 
+    @Test("/metrics answers while the sessions count cannot be had (a lock, a stalled server), with the last count: a scrape during an incident keeps its database metrics")
+    func metricsWhileTheSessionsTableIsLocked() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        _ = try await h.standaloneLogin(browser)
+        #expect(try await browser.request(h.baseURL + "/metrics").text.contains("bff_active_sessions 1"))
+        let lock = try await TableLock.take(h.database.url, table: "sessions") // held up to 120 s
+        try await Task.sleep(for: .seconds(5.5)) // the count kept for 5 s has aged: the next scrape asks again
+        let metrics = try await browser.request(h.baseURL + "/metrics")
+        // The count waits for the lock (5 s lock_timeout, then no count at all); the scrape does not.
+        #expect(metrics.status == 200 && metrics.text.contains("bff_active_sessions 1"), "\(metrics.text)")
+        #expect(metrics.text.contains("bff_audit_pending_entries"), "\(metrics.text)")
+        try await lock.release()
+    }
+
     @Test("a read-only database (a standby, a failover under way) makes writes 503 database-unavailable, not 500, and /readyz 503 read-only; the connections that met it are dropped, so writes work again once new connections take them, the session kept")
     func readOnlyDatabase() async throws {
         let h = try await BFFHarness.start(proxyCacheSeconds: 0)

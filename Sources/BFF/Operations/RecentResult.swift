@@ -9,11 +9,6 @@ final class RecentResult<Value: Sendable>: Sendable {
         var running: Task<Value, Never>?
     }
 
-    private enum Lookup {
-        case fresh(Value)
-        case wait(Task<Value, Never>)
-    }
-
     private let lifetime: Duration
     private let state = Mutex(State())
 
@@ -24,22 +19,47 @@ final class RecentResult<Value: Sendable>: Sendable {
     /// The last result if it is younger than `lifetime`; else the result of the `compute`
     /// already running, or of a new one.
     func value(_ compute: @escaping @Sendable () async -> Value) async -> Value {
-        let lookup = state.withLock { s -> Lookup in
-            if let last = s.last, ContinuousClock.now - last.at < lifetime { return .fresh(last.value) }
-            if let running = s.running { return .wait(running) }
-            let task = Task { await compute() }
-            s.running = task
-            return .wait(task)
+        switch lookup(compute) {
+        case let .fresh(value): value
+        case let .wait(task, _): await task.value
         }
-        switch lookup {
+    }
+
+    /// As `value(_:)`, but waiting at most `limit` for a result being computed: past it, the
+    /// last result however old (nil when there is none), while the computation goes on for
+    /// later callers. For `/metrics`, which must answer while the database does not.
+    func value(waitingAtMost limit: Duration, _ compute: @escaping @Sendable () async -> Value) async -> Value? {
+        switch lookup(compute) {
         case let .fresh(value):
             return value
-        case let .wait(task):
-            let value = await task.value
-            state.withLock { s in
-                if s.running == task { (s.running, s.last) = (nil, (value, .now)) }
+        case let .wait(task, stale):
+            let answer = Mutex<CheckedContinuation<Value?, Never>?>(nil)
+            return await withCheckedContinuation { continuation in
+                answer.withLock { $0 = continuation }
+                let resume = { @Sendable (value: Value?) in answer.withLock { $0.take() }?.resume(returning: value) }
+                let timer = Task { try? await Task.sleep(for: limit); resume(stale) }
+                Task { resume(await task.value); timer.cancel() }
             }
-            return value
+        }
+    }
+
+    private enum Lookup {
+        case fresh(Value)
+        case wait(Task<Value, Never>, stale: Value?)
+    }
+
+    private func lookup(_ compute: @escaping @Sendable () async -> Value) -> Lookup {
+        state.withLock { s in
+            if let last = s.last, ContinuousClock.now - last.at < lifetime { return .fresh(last.value) }
+            if let running = s.running { return .wait(running, stale: s.last?.value) }
+            // The computation records its own result, whether or not anyone still waits for it.
+            let task = Task { [self] in
+                let value = await compute()
+                state.withLock { s in (s.running, s.last) = (nil, (value, .now)) }
+                return value
+            }
+            s.running = task
+            return .wait(task, stale: s.last?.value)
         }
     }
 }
