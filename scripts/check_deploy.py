@@ -75,6 +75,10 @@ if stop <= deadline:
 grace = next(d for d in k8s if d and d["kind"] == "Deployment")["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
 if grace <= deadline:
     problems.append(f"kubernetes: terminationGracePeriodSeconds {grace} does not exceed the {deadline} s shutdown deadline")
+# Docker and compose kill 10 s after SIGTERM unless told otherwise.
+compose_grace = compose["services"]["smart-bff"].get("stop_grace_period", "10s")
+if int(re.fullmatch(r"(\d+)s", compose_grace).group(1)) <= deadline:
+    problems.append(f"deploy/compose.yaml: smart-bff's stop_grace_period {compose_grace} does not exceed the {deadline} s shutdown deadline")
 if container["readinessProbe"].get("timeoutSeconds", 1) < 2:
     problems.append("kubernetes: the readiness probe's timeout is under 2 s")
 # `serve` listens only once migrations are applied: liveness must wait for a startup probe,
