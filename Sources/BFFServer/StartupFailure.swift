@@ -13,6 +13,8 @@ enum StartupFailure {
             return "DATABASE_URL: " + (reason.hasPrefix("cannot connect") ? reason : "cannot connect to PostgreSQL: " + reason)
         }
         if let error = error as? SocketError { return "BFF_LISTEN: cannot listen: \(error)" } // binding is all start-up does with sockets
+        // What failed and PostgreSQL's reason, redacted (no value it echoed).
+        if let error = error as? PostgresError { return error.debugDescription }
         return String(describing: error)
     }
 }

@@ -25,6 +25,12 @@ public struct Migrator: Sendable {
             self.sql = sql
         }
 
+        /// `NNNN_name.sql`: the file's name, with the version written in four digits.
+        public var fileName: String {
+            let digits = String(version)
+            return String(repeating: "0", count: max(0, 4 - digits.count)) + digits + "_" + name + ".sql"
+        }
+
         /// Whether the file asks to run outside a transaction (its first line).
         var runsOutsideTransaction: Bool {
             sql.prefix { $0 != "\n" }.trimmingCharacters(in: .whitespaces) == "-- smart-bff: no transaction"
@@ -110,25 +116,32 @@ public struct Migrator: Sendable {
                 let done = Set(try c.execute("SELECT version FROM schema_migrations").map { try $0.int(0) })
                 var applied: [Int] = []
                 for migration in migrations where !done.contains(migration.version) {
-                    if migration.runsOutsideTransaction {
-                        for statement in migration.statements { try c.executeScript(statement) }
-                        _ = try c.execute("INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
-                        applied.append(migration.version)
-                        continue
-                    }
-                    try c.executeScript("BEGIN")
-                    do {
-                        try c.executeScript(migration.sql)
-                        _ = try c.execute("INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
-                        try c.executeScript("COMMIT")
-                    } catch {
-                        try? c.executeScript("ROLLBACK")
-                        throw error
+                    do throws(PostgresError) { try Migrator.apply(migration, on: c) } catch {
+                        // Which file failed, for the operator: the server's message alone does not say.
+                        throw error.within("migration \(migration.fileName)")
                     }
                     applied.append(migration.version)
                 }
                 return applied
             }
+        }
+    }
+
+    /// Runs one migration and records it: in a transaction of its own, unless it asks to run outside one.
+    private static func apply(_ migration: Migration, on c: PostgresConnection) throws(PostgresError) {
+        if migration.runsOutsideTransaction {
+            for statement in migration.statements { try c.executeScript(statement) }
+            _ = try c.execute("INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
+            return
+        }
+        try c.executeScript("BEGIN")
+        do {
+            try c.executeScript(migration.sql)
+            _ = try c.execute("INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
+            try c.executeScript("COMMIT")
+        } catch {
+            try? c.executeScript("ROLLBACK")
+            throw error
         }
     }
 

@@ -28,4 +28,35 @@ struct MigrateCommandTests {
         #expect(try tables.first?.bool(0) == true, "the planted migration ran")
         #expect(try tables.first?.bool(1) == true, "the installed migrations did not run")
     }
+
+    @Test("a migration the database refuses: exit 1 and one line naming the file and PostgreSQL's reason; a file not named NNNN_name.sql is named too")
+    func failedMigrationIsNamed() async throws {
+        let url = try await PostgresCluster.shared().createDatabase() + "&connect_timeout=30"
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("smart-bff-migrations-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try "CREATE TABLE first (x int);\n".write(to: folder.appendingPathComponent("0001_initial.sql"), atomically: true, encoding: .utf8)
+        try "ALTER TABLE no_such_table ADD COLUMN y int;\n".write(to: folder.appendingPathComponent("0002_broken.sql"), atomically: true, encoding: .utf8)
+        let (status, output) = try await Self.migrate(url, migrations: folder)
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("migration 0002_broken.sql") && output.contains("SQLSTATE 42P01") && output.contains("does not exist"), "\(output)")
+
+        try "notes\n".write(to: folder.appendingPathComponent("notes.sql"), atomically: true, encoding: .utf8)
+        let (again, said) = try await Self.migrate(url, migrations: folder)
+        #expect(again == 1 && said.contains("notes.sql is not named NNNN_name.sql"), "\(said)")
+    }
+
+    /// `smart-bff migrate` with `BFF_MIGRATIONS_DIR`: its exit status and what it wrote.
+    static func migrate(_ url: String, migrations: URL) async throws -> (Int32, String) {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+        let log = NSTemporaryDirectory() + "smart-bff-migrate-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let process = try ChildProcess(executable.path, ["migrate"],
+                                       environment: ["DATABASE_URL": url, "BFF_MIGRATIONS_DIR": migrations.path,
+                                                     "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],
+                                       outputPath: log)
+        let status = try await runBlocking { process.waitUntilExit() }
+        return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+    }
 }

@@ -31,6 +31,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         self.context = context
     }
 
+    /// This error, naming `context` as what failed when it names nothing yet.
+    func within(_ context: String) -> PostgresError {
+        PostgresError(code, sqlState: sqlState, message: message, context: self.context ?? context)
+    }
+
     /// The server could not be reached, or the connection broke.
     static func connection(_ message: String) -> PostgresError { PostgresError(.connection, message: message) }
     /// The server refused a statement.
