@@ -164,7 +164,7 @@ struct ConfigurationAndPolicyTests {
         }
     }
 
-    @Test("BFF_ISSUERS_FILE: a member of the wrong type, an id_token_issuer that is no https URL, or a private key no login could sign with, is refused at start, by entry")
+    @Test("BFF_ISSUERS_FILE: a member of the wrong type or unknown (misspelt), an id_token_issuer that is no https URL, or a private key no login could sign with, is refused at start, by entry")
     func issuersFileMembers() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("issuers-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -194,6 +194,12 @@ struct ConfigurationAndPolicyTests {
         #expect(problems("{\(iss),\"client_secret\":\"s3cret\",\"private_key_file\":\"\(p384)\",\"private_key_id\":\"k1\"}")
             == [#"BFF_ISSUERS_FILE: entry 0: "client_secret" and "private_key_file" are two ways to authenticate; give one"#])
         #expect(problems("{\(iss),\"client_secret\":null}") == [])
+        // A misspelt member would be ignored (a public client, the default scopes): it is named, with the member meant.
+        #expect(problems("{\(iss),\"client_secert\":\"s3cret\"}") == [#"BFF_ISSUERS_FILE: entry 0: unknown member "client_secert"; did you mean "client_secret"?"#])
+        #expect(problems("{\(iss),\"scopes\":\"launch openid patient/Patient.rs\"}") == [#"BFF_ISSUERS_FILE: entry 0: unknown member "scopes"; did you mean "scope"?"#])
+        #expect(problems("{\(iss),\"notes\":\"prod tenant\"}") == [#"BFF_ISSUERS_FILE: entry 0: unknown member "notes""#])
+        #expect(problems("{\(iss),\"private_key_id\":\"k1\"}")
+            == [#"BFF_ISSUERS_FILE: entry 0: "private_key_id" names the key of "private_key_file", which is missing"#])
         #expect(problems("{\(iss),\"id_token_issuer\":\"https://authorization.example/tenants/t-1/\"}") == [])
         let refused = [
             "{\(iss),\"client_secret\":123}": #"entry 0: "client_secret" must be a string"#,

@@ -47,10 +47,15 @@ extension BFFConfiguration {
         return lines
     }
 
-    /// The known variable `name` most likely misspells: the nearest within three edits, else
-    /// one that begins with the other.
+    /// The known variable `name` most likely misspells (`closest(to:among:)`).
     static func closestKnownVariable(to name: String) -> String? {
-        let scored = knownVariables.map { known in
+        closest(to: name, among: knownVariables)
+    }
+
+    /// The one of `known` that `name` most likely misspells: the nearest within three edits,
+    /// else one that begins with the other; nil when none is near.
+    static func closest<Names: Sequence<String>>(to name: String, among known: Names) -> String? {
+        let scored = known.map { known in
             let distance = editDistance(Array(name.utf8), Array(known.utf8))
             return (known, distance <= 3 ? distance : known.hasPrefix(name) || name.hasPrefix(known) ? 4 : Int.max)
         }

@@ -16,7 +16,12 @@ enum IssuersFile {
         var keysByID: [String: String] = [:] // private_key_id → the PEM it names
         for (index, item) in items.enumerated() {
             let at = "entry \(index)"
-            guard item.objectValue != nil else { throw Problem(message: "\(at): expected an object") }
+            guard let members = item.objectValue else { throw Problem(message: "\(at): expected an object") }
+            // A misspelt member would be ignored: "client_secert" makes a public client, "scopes" asks for the default scopes.
+            for (name, _) in members where !knownMembers.contains(name) {
+                let hint = BFFConfiguration.closest(to: name, among: knownMembers).map { "; did you mean \"\($0)\"?" } ?? ""
+                throw Problem(message: "\(at): unknown member \"\(name)\"\(hint)")
+            }
             guard let iss = item["iss"]?.stringValue, Origin.of(iss) != nil else {
                 throw Problem(message: "\(at): \"iss\" must be an absolute http(s) URL")
             }
@@ -65,11 +70,18 @@ enum IssuersFile {
                 registration.privateKeyPEM = Secret(pem)
                 registration.privateKeyID = kid
             }
+            if registration.privateKeyID == nil, try string(item, "private_key_id", at) != nil {
+                throw Problem(message: "\(at): \"private_key_id\" names the key of \"private_key_file\", which is missing")
+            }
             guard seen.insert(registration.iss).inserted else { throw Problem(message: "\(at): \"\(iss)\" is registered twice") }
             result.append(registration)
         }
         return result
     }
+
+    /// The members an entry may have (CONTRACT.md, and `id_token_issuer`).
+    static let knownMembers = ["iss", "client_id", "client_secret", "scope", "standalone_scope", "id_token_issuer",
+                               "private_key_file", "private_key_id"]
 
     /// The string member `name` of an entry; nil when absent or null. Any other type is
     /// refused rather than ignored (a `"client_secret": 123` would make a public client).
