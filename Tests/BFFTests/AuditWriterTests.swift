@@ -250,7 +250,7 @@ struct AuditWriterTests {
         while writer.isBackedUp && ContinuousClock.now < retried { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!writer.isBackedUp)
         #expect(try await database.store.auditEntries(since: nil).count == 1)
-        #expect(logs.captured.contains { $0.contains("audit trail written again") })
+        #expect(logs.captured.contains { $0.contains("audit trail written again") && $0.contains("\"level\":\"error\"") }, "\(logs.captured)")
     }
 
     /// A `COPY` into this database's audit table (the view covers the whole cluster, where

@@ -9,7 +9,7 @@ import Testing
 /// How a database outage reaches the log (the pool's reports, on a clock of the test's).
 @Suite("database failure log")
 struct DatabaseFailureLogTests {
-    @Test("an outage is one line, a summary a minute, and one notice once work is served with no failure for 30 s; work served between failures (a read-only server, a locked table) ends nothing")
+    @Test("an outage is one line, a summary a minute, and one line at the same level once work is served with no failure for 30 s; work served between failures (a read-only server, a locked table) ends nothing")
     func outageLines() async throws {
         let clock = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
         let logs = LogSink()
@@ -38,6 +38,8 @@ struct DatabaseFailureLogTests {
         log.served()
         #expect(lines("serves requests again") == 1)
         #expect(logs.captured.last?.contains("\"db.failures\":\"22\"") == true, "\(logs.captured.last ?? "")")
+        // At the outage's level: a log kept at warning or error shows the end as it showed the start.
+        #expect(logs.captured.filter { $0.contains("\"level\":\"error\"") }.count == logs.captured.count, "\(logs.captured)")
         log.failed(error) // a new outage: its own first line
         #expect(lines("the database cannot serve requests") == 2)
     }

@@ -28,5 +28,7 @@ struct UpstreamFailureLogTests {
         log.answered(iss: b, now: t0 + 72)
         #expect(sink.captured.filter { $0.contains("answered again") && $0.contains(b) }.count == 1)
         #expect(sink.captured.count == 5)
+        // At the outage's level: a log kept at warning shows the end as it showed the start.
+        #expect(sink.captured.allSatisfy { $0.contains("\"level\":\"warning\"") }, "\(sink.captured)")
     }
 }

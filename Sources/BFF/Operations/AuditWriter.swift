@@ -354,7 +354,8 @@ public final class AuditWriter: Sendable {
             }
             return (state.satisfiedWaiters(), recovered)
         }
-        if recovered { logger.notice("audit trail written again: FHIR reads are served again") }
+        // Where the refusal (critical) shows, so does this: a log kept at error shows both.
+        if recovered { logger.error("audit trail written again: FHIR reads are served again") }
         for waiter in done { waiter.resume() }
     }
 

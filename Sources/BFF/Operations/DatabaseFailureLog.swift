@@ -62,7 +62,8 @@ final class DatabaseFailureLog: DatabaseHealthObserver {
             open.store(false, ordering: .relaxed)
             return current
         }) else { return }
-        logger.notice("the database serves requests again", metadata: [
+        // At the outage's own level: a log kept at warning or error shows its end too.
+        logger.error("the database serves requests again", metadata: [
             "db.failures": .stringConvertible(ended.failures),
             "db.outage_seconds": .string(String(format: "%.1f", ended.lastFailure.timeIntervalSince(ended.since))),
         ])

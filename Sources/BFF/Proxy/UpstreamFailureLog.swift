@@ -77,7 +77,8 @@ final class UpstreamFailureLog: Sendable {
             return outages.removeValue(forKey: iss)
         }
         guard let ended else { return }
-        logger.info("FHIR requests to the EHR are answered again", metadata: [
+        // At the outage's own level: a log kept at warning shows its end too.
+        logger.warning("FHIR requests to the EHR are answered again", metadata: [
             "smart.iss": .string(iss), "upstream.failures": .stringConvertible(ended.failures),
             "upstream.outage_seconds": .string(String(format: "%.1f", now.timeIntervalSince(ended.since))),
         ])
