@@ -132,8 +132,9 @@ public final class BFFRuntime: Sendable {
     /// deadline; and close the pool. Entries still unwritten then are lost with the process:
     /// an error line says how many (a count, never what they hold). Those of a write whose
     /// commit got no answer get a line of their own, with the batch id that says whether
-    /// they are stored after all.
-    public func shutdown(gracePeriod: Duration = .seconds(10)) async {
+    /// they are stored after all. Returns how many were lost (`serve` then exits with 1).
+    @discardableResult
+    public func shutdown(gracePeriod: Duration = .seconds(10)) async -> Int {
         let deadline = ContinuousClock.now + shutdownDeadline
         refresher.beginStopping() // no refresh sends a request the drain below would not wait for
         await server.shutdown(gracePeriod: gracePeriod)
@@ -153,9 +154,10 @@ public final class BFFRuntime: Sendable {
         }
         services.audit.stop()
         let audit = services.audit.status
-        if audit.pending > audit.unsettledEntries {
+        let lost = audit.pending - audit.unsettledEntries
+        if lost > 0 {
             services.logger.error("audit entries lost at shutdown: the database did not take them", metadata: [
-                "audit.entries": .stringConvertible(audit.pending - audit.unsettledEntries),
+                "audit.entries": .stringConvertible(lost),
             ])
         }
         if let batch = audit.unsettledBatch {
@@ -164,6 +166,7 @@ public final class BFFRuntime: Sendable {
             ])
         }
         pool.close()
+        return max(0, lost)
     }
 
     struct StartError: Error, CustomStringConvertible { let message: String; var description: String { message } }

@@ -34,6 +34,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         await SignalHandling.waitForTermination()
-        await runtime.shutdown()
+        // A stop that lost PHI audit entries is a failed stop, for systemd and Kubernetes to record.
+        if await runtime.shutdown() > 0 { throw ExitCode(1) }
     }
 }
