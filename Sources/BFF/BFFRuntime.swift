@@ -70,7 +70,11 @@ public final class BFFRuntime: Sendable {
             throw StartError(message: "BFF_MIGRATIONS_DIR: migrations/ not found (where it names, or else beside the executable or in the working directory)")
         }
         let migrator = try Migrator(directory: directory)
-        let applied = try await migrator.migrate(pool)
+        let applied = try await migrator.migrate(pool) { holder in
+            logger.warning("waiting for the migration lock, which another process holds", metadata: [
+                "db.lock_holder_pid": .string(holder.map(String.init) ?? "not visible"),
+            ])
+        }
         if !applied.isEmpty { logger.info("migrations applied", metadata: ["db.migrations": .string(applied.map(String.init).joined(separator: ","))]) }
         let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: configuration.tokenKey.value),
                                          fallbackKeys: try configuration.tokenKeyFallbacks.value.map { try AESGCMKey(bytes: $0) },

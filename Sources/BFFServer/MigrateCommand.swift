@@ -16,7 +16,12 @@ struct MigrateCommand: AsyncParsableCommand {
         let pool = ConnectionPool(url: url)
         defer { pool.close() }
         let applied: [Int]
-        do { applied = try await Migrator(directory: directory).migrate(pool) } catch {
+        do {
+            applied = try await Migrator(directory: directory).migrate(pool) { holder in
+                let who = holder.map { "PostgreSQL server process \($0)" } ?? "another session"
+                FileHandle.standardError.write(Data("smart-bff: waiting for the migration lock, held by \(who)\n".utf8))
+            }
+        } catch {
             FileHandle.standardError.write(Data("smart-bff: \(StartupFailure.line(for: error))\n".utf8))
             throw ExitCode(1)
         }

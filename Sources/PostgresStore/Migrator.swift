@@ -90,9 +90,12 @@ public struct Migrator: Sendable {
         return InstallationPaths.candidates(for: "migrations").first(where: isMigrations)
     }
 
-    /// Applies every pending migration; returns the versions applied by this call.
+    /// Applies every pending migration; returns the versions applied by this call. While
+    /// another process holds the migration lock (another release's migration, a leaked
+    /// session), `whileWaiting` is told the holder's server process id (nil when it cannot
+    /// be seen) after 2 s, then every 30 s: a start stuck there says why.
     @discardableResult
-    public func migrate(_ pool: ConnectionPool) async throws -> [Int] {
+    public func migrate(_ pool: ConnectionPool, whileWaiting: @escaping @Sendable (_ holder: Int?) -> Void = { _ in }) async throws -> [Int] {
         let migrations = self.migrations
         return try await pool.withConnection { connection in
             try await connection.run { c in
@@ -105,7 +108,12 @@ public struct Migrator: Sendable {
                 defer { _ = try? c.execute(Query("SELECT set_config('statement_timeout', $1, false)", [.text(previous)])) }
                 // Polled, not waited for: a waiting pg_advisory_lock holds a snapshot, which the
                 // lock holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).
+                var nextReport = ContinuousClock.now + Migrator.firstWaitReport
                 while try c.execute(Query("SELECT pg_try_advisory_lock($1)", [.int(Migrator.lockKey)]))[0].bool(0) == false {
+                    if ContinuousClock.now >= nextReport {
+                        whileWaiting(try? Migrator.lockHolder(on: c))
+                        nextReport = ContinuousClock.now + .seconds(30)
+                    }
                     usleep(100_000)
                 }
                 defer { _ = try? c.execute(Query("SELECT pg_advisory_unlock($1)", [.int(Migrator.lockKey)])) }
@@ -125,6 +133,20 @@ public struct Migrator: Sendable {
                 return applied
             }
         }
+    }
+
+    /// How long a wait for the migration lock goes unreported.
+    static let firstWaitReport: Duration = .seconds(2)
+
+    /// The server process holding the migration lock (`pg_locks` splits a bigint advisory
+    /// key into `classid`, its high half, and `objid`, with `objsubid` 1).
+    private static func lockHolder(on c: PostgresConnection) throws(PostgresError) -> Int? {
+        let rows = try c.execute(Query("""
+            SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+              AND classid::bigint = $1 AND objid::bigint = $2
+            """, [.int(lockKey >> 32), .int(lockKey & 0xFFFF_FFFF)]))
+        guard let row = rows.first else { return nil }
+        return try row.int(0)
     }
 
     /// Runs one migration and records it: in a transaction of its own, unless it asks to run outside one.

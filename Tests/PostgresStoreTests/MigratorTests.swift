@@ -3,6 +3,7 @@ import Cryptography
 import Foundation
 import PostgresStore
 import Sessions
+import Synchronization
 import Testing
 
 @Suite("Migrator")
@@ -23,6 +24,26 @@ struct MigratorTests {
         #expect(try await migrator.migrate(pools[0]).isEmpty)
         #expect(try await migrator.pendingCount(pools[1]) == 0)
         #expect(try await migrator.isCurrent(pools[1]))
+    }
+
+    @Test("a migration waiting for the lock another session holds says so after 2 s, naming that session's server process, again only after 30 s, and goes on once the lock is free")
+    func waitForTheLockIsReported() async throws {
+        let url = try await PostgresCluster.shared().createDatabaseForLoad()
+        var one = ConnectionPool.Configuration()
+        one.size = 1 // one connection: the lock is taken and released in the same session
+        let holder = ConnectionPool(url: url, configuration: one), pool = ConnectionPool(url: url)
+        defer { holder.close(); pool.close() }
+        let holderPID = try await holder.query("SELECT pg_backend_pid(), pg_advisory_lock(\(0x5_3B_FF_01))")[0].int(0)
+        let reports = Mutex<[Int?]>([])
+        let migrator = try Migrator(directory: RepositoryPaths.migrations)
+        let migrating = Task { try await migrator.migrate(pool) { holder in reports.withLock { $0.append(holder) } } }
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit for a loaded machine
+        while reports.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(reports.withLock { $0 } == [holderPID])
+        try await Task.sleep(for: .seconds(1))
+        #expect(reports.withLock { $0.count } == 1, "reported more than once in 30 s")
+        _ = try await holder.query("SELECT pg_advisory_unlock(\(0x5_3B_FF_01))")
+        #expect(try await migrating.value == migrator.migrations.map(\.version))
     }
 
     @Test("a fresh database reports every migration pending")
