@@ -18,10 +18,7 @@ struct AuditCommand: AsyncParsableCommand {
         var since: String?
 
         func run() async throws {
-            guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-                FileHandle.standardError.write(Data("smart-bff: configuration error\nDATABASE_URL: required\n".utf8))
-                throw ExitCode(78)
-            }
+            let url = try Resources.databaseURL()
             var start: AuditInstant?
             if let since {
                 guard let instant = AuditInstant(iso8601: since) else {

@@ -7,10 +7,7 @@ struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "migrate", abstract: "Apply pending SQL migrations (DATABASE_URL) and exit.")
 
     func run() async throws {
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-            FileHandle.standardError.write(Data("smart-bff: configuration error\nDATABASE_URL: required (a libpq connection string or URI)\n".utf8))
-            throw ExitCode(78)
-        }
+        let url = try Resources.databaseURL()
         if let problem = Resources.migrationsProblem() { throw Resources.configurationError([problem]) }
         guard let directory = Migrator.locateDirectory() else { throw ExitCode(1) } // just found
         let pool = ConnectionPool(url: url)

@@ -24,6 +24,18 @@ enum Resources {
         return "BFF_MIGRATIONS_DIR: unset, and no migrations/ beside the executable or in the working directory"
     }
 
+    /// `DATABASE_URL`, for the commands that need only it (`migrate`, `audit export`):
+    /// unset, empty or unreadable by libpq is a configuration error (exit 78).
+    static func databaseURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+            throw configurationError(["DATABASE_URL: required (a libpq connection string or URI)"])
+        }
+        if let problem = ConnectionString.problem(url) {
+            throw configurationError(["DATABASE_URL: not a connection string libpq can read: \(problem)"])
+        }
+        return url
+    }
+
     /// Ends the process as a configuration error (exit 78, EX_CONFIG), naming `problems`.
     static func configurationError(_ problems: [String]) -> ExitCode {
         FileHandle.standardError.write(Data(("smart-bff: configuration error\n" + problems.joined(separator: "\n") + "\n").utf8))

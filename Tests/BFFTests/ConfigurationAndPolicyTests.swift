@@ -93,6 +93,16 @@ struct ConfigurationAndPolicyTests {
             #expect(found.count == 1 && found[0].hasPrefix("BFF_PUBLIC_URL:"), "\(url): \(found)")
         }
         #expect(problems(["BFF_PUBLIC_URL": "https://bff.example/app"]) == [])
+        // A DATABASE_URL libpq cannot read is a configuration error at start (exit 78), not a
+        // failed connection (exit 1, retried by systemd forever), and shows no part of it.
+        for url in ["postgresql://bff:s3cretpw@[::1", "host=db password=s3cret pw", "postgresql://db/bff?nosuchoption=1"] {
+            let found = problems(["DATABASE_URL": url])
+            #expect(found.count == 1 && found[0].hasPrefix("DATABASE_URL: not a connection string libpq can read"), "\(url): \(found)")
+            #expect(!found.joined().contains("s3cret") && !found.joined().contains(" pw"), "\(found)")
+        }
+        for url in ["postgresql://bff:pw@db.example:5432/bff?sslmode=verify-full", "host=/run/postgresql dbname=bff", "postgresql:///bff"] {
+            #expect(problems(["DATABASE_URL": url]) == [], "\(url)")
+        }
         // Return origins: a port out of range, or a list of nothing, is a malformed setting.
         for origins in ["https://app.example:99999", "https://app.example:0", ",", " , "] {
             let found = problems(["BFF_RETURN_ORIGINS": origins])

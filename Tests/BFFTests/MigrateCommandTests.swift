@@ -46,6 +46,13 @@ struct MigrateCommandTests {
         #expect(again == 1 && said.contains("notes.sql is not named NNNN_name.sql"), "\(said)")
     }
 
+    @Test("a DATABASE_URL libpq cannot read is a configuration error (exit 78: systemd does not restart it), and no part of it is shown")
+    func unreadableDatabaseURL() async throws {
+        let (status, output) = try await Self.migrate("host=db password=s3cret pw", migrations: RepositoryPaths.migrations)
+        #expect(status == 78 && output.contains("DATABASE_URL: not a connection string libpq can read"), "\(status) \(output)")
+        #expect(!output.contains("s3cret"), "\(output)")
+    }
+
     /// `smart-bff migrate` with `BFF_MIGRATIONS_DIR`: its exit status and what it wrote.
     static func migrate(_ url: String, migrations: URL) async throws -> (Int32, String) {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()

@@ -2,6 +2,7 @@ import Cryptography
 import Foundation
 import HTTPCore
 import JSON
+import PostgresStore
 
 extension BFFConfiguration {
     /// Reads the configuration from environment variables (see CONTRACT.md):
@@ -58,6 +59,9 @@ extension BFFConfiguration {
 
         let databaseURL = value("DATABASE_URL")
         if databaseURL == nil { problems.append("DATABASE_URL: required (a libpq connection string or URI)") }
+        if let databaseURL, let problem = ConnectionString.problem(databaseURL) {
+            problems.append("DATABASE_URL: not a connection string libpq can read: \(problem)")
+        }
 
         var issuers: [IssuerRegistration] = []
         if let path = value("BFF_ISSUERS_FILE") {

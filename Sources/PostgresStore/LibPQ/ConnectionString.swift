@@ -19,6 +19,19 @@ public enum ConnectionString {
             + " set sslmode=verify-full (or require) for a database on another host"
     }
 
+    /// Why libpq cannot read `url` (its message, quoted parts removed: they may hold a
+    /// password), or nil when it can.
+    public static func problem(_ url: String) -> String? {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let parsed = PQconninfoParse(url, &error) else {
+            defer { if let error { PQfreemem(error) } }
+            let message = error.map { String(cString: $0) } ?? "out of memory"
+            return PostgresError.redact(message).split(whereSeparator: \.isNewline).joined(separator: " ")
+        }
+        PQconninfoFree(parsed)
+        return nil
+    }
+
     /// Every option libpq reads from `url`, by keyword (nil values: not given); nil when
     /// libpq cannot parse it.
     static func values(of url: String) -> [String: String?]? {
