@@ -95,7 +95,7 @@ extension PostgresSessionStore {
     func open(_ sealed: [UInt8], table: String, column: String, row: String) -> String? {
         do { return try cipher.open(sealed, table: table, column: column, row: row) } catch {
             if let more = unopenedSecrets.due(now: Date()) {
-                logger.warning("a stored secret does not open with BFF_TOKEN_KEY or BFF_TOKEN_KEY_FALLBACKS; its session ends",
+                logger.warning("a stored secret does not open with BFF_TOKEN_KEY or BFF_TOKEN_KEY_FALLBACKS: its request is answered 401 session-ended, and the row is kept (the right key opens it again)",
                                metadata: ["store.table": .string(table), "store.column": .string(column),
                                           "store.more_since_last_warning": .stringConvertible(more)])
             }

@@ -16,8 +16,9 @@ public final class PostgresSessionStore: SessionStore {
     let unopenedSecrets = WarningPace(interval: 60)
 
     /// `fallbackKeys` open what earlier token keys sealed (during a key rotation); only
-    /// `tokenKey` seals. A secret that no key opens counts as absent: its session ends
-    /// (the user signs in again), with a warning on `logger`.
+    /// `tokenKey` seals. A secret that no key opens counts as absent: its request is
+    /// answered as a session that ended (the user signs in again), with a warning on
+    /// `logger`; the row stays, for an instance with the right key.
     public init(pool: ConnectionPool, tokenKey: AESGCMKey, fallbackKeys: [AESGCMKey] = [], touchInterval: TimeInterval = 60,
                 logger: Logger = Logger(label: "smart-bff.store")) {
         self.pool = pool

@@ -32,5 +32,11 @@ struct TokenKeyRotationTests {
         #expect(try await read(2) == 200, "the refreshed tokens were not sealed with the new key")
         let status = try await read(0)
         #expect(status == 401, "tokens no key opens must end the session, not fail the request (got \(status))")
+        let stranger = Browser(client: h.client)
+        stranger.setCookie("bff_session", cookie)
+        let page = try await stranger.api("http://127.0.0.1:\(h.bffs[0].port)/fhir/Patient/pat-1", launch: launch)
+        // Not the EHR's doing: the detail does not blame it.
+        #expect(page.text.contains("cannot be read by this server") && !page.text.contains("The EHR"), "\(page.text)")
+        #expect(try await read(2) == 200, "the key that opens them still does: nothing was deleted")
     }
 }

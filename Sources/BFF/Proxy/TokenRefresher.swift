@@ -66,7 +66,10 @@ actor TokenRefresher {
     /// The launch's tokens, refreshed first when they are about to expire. With
     /// `staleVersion` (after an upstream 401), refreshes unless someone already did.
     func tokens(for launch: LaunchRecord, staleVersion: Int? = nil) async throws -> TokenSet {
-        guard let current = try await services.store.tokens(launchHash: launch.idHash) else { throw Problems.sessionEnded() }
+        guard let current = try await services.store.tokens(launchHash: launch.idHash) else {
+            // Deleted since the launch was read (a logout elsewhere), or sealed under a key this instance lacks.
+            throw Problems.sessionEnded("This launch's tokens are gone or cannot be read by this server (signed out elsewhere, or a token key it lacks); sign in again.")
+        }
         let rejected = staleVersion.map { $0 == current.version } ?? false
         let margin = TokenRefresher.margin(for: current)
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
