@@ -122,7 +122,7 @@ public final class BFFRuntime: Sendable {
                                   if removed > 0 { logger.debug("swept expired rows", metadata: ["db.rows": .stringConvertible(removed)]) }
                               },
                               onError: { error in
-                                  logger.warning("sweep failed; retried in a minute", metadata: ["error": .string(String(describing: error))])
+                                  logger.warning("sweep failed; retried in a minute", metadata: ["error": .string(String(reflecting: error))])
                               })
         return BFFRuntime(services: services, server: server, pool: pool, sweeper: sweeper, refresher: app.refresher,
                           shutdownDeadline: options.shutdownDeadline)

@@ -7,7 +7,7 @@ import Synchronization
 /// launches are ended at most `sessionsPerSweep` a tick, and their tokens handed to
 /// `onEnded` (which revokes them at the EHR) in a task of its own: a slow EHR holds up
 /// neither the rest of the sweep nor `stop()`, and no more sessions are ended until it is
-/// done. A failed sweep (database down) is reported to `onError` and retried at the next tick.
+/// done. A failed sweep (database down) is reported to `onError`, once, and retried at the next tick.
 public final class Sweeper: Sendable {
     private let task: Task<Void, Never>
 
@@ -49,6 +49,9 @@ public final class Sweeper: Sendable {
                     return
                 } catch {
                     onError(error)
+                    // The database cannot serve now (down, a failover): the rest would fail
+                    // the same way, and is tried at the next tick. One failure, one report.
+                    if (error as? PostgresError)?.isTransient == true { continue }
                 }
                 do {
                     removed += try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays)

@@ -1,6 +1,7 @@
 @testable import BFF
 import BFFTesting
 import Foundation
+import JSON
 import PostgresStore
 import Testing
 
@@ -40,6 +41,29 @@ struct DatabaseTroubleTests {
         #expect(metrics.status == 200 && metrics.text.contains("bff_active_sessions 1"), "\(metrics.text)")
         #expect(metrics.text.contains("bff_audit_pending_entries"), "\(metrics.text)")
         try await lock.release()
+    }
+
+    @Test("with the database away, each sweep says once that it failed, with the reason, not once per step")
+    func sweepFailureReportedOnce() async throws {
+        let h = try await BFFHarness.start(sweepInterval: .milliseconds(300))
+        defer { Task { await h.stop() } }
+        try await PostgresStoreAdmin.takeAway(h.database.url)
+        let lines = { h.logs.captured.filter { $0.contains("sweep failed") } }
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit for a loaded machine
+        while lines().count < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try await PostgresStoreAdmin.bringBack(h.database.url)
+        let failed = lines()
+        #expect(failed.count >= 3)
+        #expect(failed.allSatisfy { $0.contains("connection failed: ") }, "no reason given: \(failed)")
+        // A sweep's steps fail within a millisecond of each other; sweeps are 300 ms apart.
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let times = failed.compactMap { line in
+            (try? JSONParser.parse(Array(line.utf8)))?["ts"]?.stringValue.flatMap { formatter.date(from: $0) }
+        }
+        #expect(times.count == failed.count)
+        let gaps = zip(times.dropFirst(), times).map { $0.timeIntervalSince($1) }
+        #expect(gaps.allSatisfy { $0 > 0.15 }, "two lines for one sweep: gaps \(gaps)")
     }
 
     @Test("a read-only database (a standby, a failover under way) makes writes 503 database-unavailable, not 500, and /readyz 503 read-only; the connections that met it are dropped, so writes work again once new connections take them, the session kept")
