@@ -22,6 +22,13 @@ struct OperationsTests {
         let metrics = try await browser.request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_http_requests_total{route=\"/callback\",status=\"302\"} 1"))
         #expect(metrics.contains("bff_active_sessions 1"))
+        // Failure series are there before the first failure, at 0, for rate() and alerts to see it.
+        for series in ["bff_upstream_errors_total{kind=\"timeout\"} 0", "bff_upstream_errors_total{kind=\"server_error\"} 0",
+                       "bff_token_refreshes_total{outcome=\"invalid_grant\"} 0", "bff_token_refreshes_total{outcome=\"failed\"} 0"] {
+            #expect(metrics.contains(series + "\n"), "\(series)")
+        }
+        // A read that waits out the EHR's 30 s timeout has a bucket of its own.
+        #expect(metrics.contains("bff_upstream_duration_seconds_bucket{le=\"30.0\"}"), "\(metrics)")
     }
 
     @Test("the EHR's error answers are warnings that carry the request's id: a code exchange answered 500; FHIR reads answered 503, counted as upstream errors and logged at most once a minute, however they alternate with successes")

@@ -7,7 +7,9 @@ import Synchronization
 /// and errors, refreshes, database errors. Rendered in the text exposition format.
 public final class Metrics: Sendable {
     struct Histogram {
-        static let bounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+        /// Up to a minute: the EHR's read timeout is 30 s, and a request that waits it out
+        /// should land in a bucket of its own, not only in `+Inf`.
+        static let bounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
         var buckets = [Int](repeating: 0, count: Histogram.bounds.count)
         var count = 0
         var sum = 0.0
@@ -42,10 +44,16 @@ public final class Metrics: Sendable {
         }
     }
 
+    /// Every `kind` of `bff_upstream_errors_total` and `outcome` of `bff_token_refreshes_total`:
+    /// each series is there from the start, at 0, so that `rate()` and alerts see its first
+    /// failure as an increase (a series that appears with its first event hides it).
+    static let upstreamErrorKinds = ["unreachable", "tls", "timeout", "truncated", "encoding", "redirect", "cancelled", "stalled", "server_error"]
+    static let refreshOutcomes = ["ok", "failed", "no_refresh_token", "invalid_grant"]
+
     struct State {
         var upstream = Histogram()
-        var upstreamErrors: [String: Int] = [:]
-        var refreshes: [String: Int] = [:]
+        var upstreamErrors = Dictionary(uniqueKeysWithValues: Metrics.upstreamErrorKinds.map { ($0, 0) })
+        var refreshes = Dictionary(uniqueKeysWithValues: Metrics.refreshOutcomes.map { ($0, 0) })
         var databaseErrors = 0
     }
 
