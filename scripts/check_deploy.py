@@ -49,6 +49,10 @@ kinds = {d["kind"] for d in k8s if d}
 for kind in ("Deployment", "Secret", "Job"):
     if kind not in kinds:
         problems.append(f"kubernetes manifests lack a {kind}")
+# `kubectl apply -l smart-bff/stage=before-release` (the manifest's comment) must select what the Job needs, and the Job.
+before = {d["kind"] for d in k8s if d and d["metadata"].get("labels", {}).get("smart-bff/stage") == "before-release"}
+if before != {"Secret", "ConfigMap", "Job"}:
+    problems.append(f"kubernetes: smart-bff/stage=before-release selects {sorted(before)}, not the Secret, the ConfigMap and the Job")
 container = next(d for d in k8s if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
 if container["livenessProbe"]["httpGet"]["path"] != "/healthz" or container["readinessProbe"]["httpGet"]["path"] != "/readyz":
     problems.append("Deployment probes must be /healthz (liveness) and /readyz (readiness)")
