@@ -37,7 +37,9 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         guard let connection else { throw .connection("out of memory connecting to PostgreSQL") }
         guard PQstatus(connection) == CONNECTION_OK else {
-            let message = PostgresError.redact(String(cString: PQerrorMessage(connection)))
+            // Not redacted: libpq's quoted parts here are the host, socket, database and role
+            // (which of several hosts failed, which name is wrong), never the password.
+            let message = String(cString: PQerrorMessage(connection))
             PQfinish(connection)
             throw .connection("cannot connect to PostgreSQL: \(message)")
         }
