@@ -95,12 +95,14 @@ struct ConfigurationAndPolicyTests {
         #expect(problems(["BFF_PUBLIC_URL": "https://bff.example/app"]) == [])
         // A DATABASE_URL libpq cannot read is a configuration error at start (exit 78), not a
         // failed connection (exit 1, retried by systemd forever), and shows no part of it.
-        for url in ["postgresql://bff:s3cretpw@[::1", "host=db password=s3cret pw", "postgresql://db/bff?nosuchoption=1"] {
+        for url in ["postgresql://bff:s3cretpw@[::1", "host=db password=s3cret pw", "postgresql://db/bff?nosuchoption=1",
+                    "postgresql://bff:s3cret@pw@db.example/bff"] { // an '@' left unencoded in the password
             let found = problems(["DATABASE_URL": url])
             #expect(found.count == 1 && found[0].hasPrefix("DATABASE_URL: not a connection string libpq can read"), "\(url): \(found)")
             #expect(!found.joined().contains("s3cret") && !found.joined().contains(" pw"), "\(found)")
         }
-        for url in ["postgresql://bff:pw@db.example:5432/bff?sslmode=verify-full", "host=/run/postgresql dbname=bff", "postgresql:///bff"] {
+        for url in ["postgresql://bff:pw@db.example:5432/bff?sslmode=verify-full", "host=/run/postgresql dbname=bff", "postgresql:///bff",
+                    "postgresql://bff:s3cret%40pw@db.example/bff"] {
             #expect(problems(["DATABASE_URL": url]) == [], "\(url)")
         }
         // Return origins: a port out of range, or a list of nothing, is a malformed setting.

@@ -20,7 +20,7 @@ public enum ConnectionString {
     }
 
     /// Why libpq cannot read `url` (its message, quoted parts removed: they may hold a
-    /// password), or nil when it can.
+    /// password), or why it would misread it, or nil.
     public static func problem(_ url: String) -> String? {
         var error: UnsafeMutablePointer<CChar>?
         guard let parsed = PQconninfoParse(url, &error) else {
@@ -29,6 +29,12 @@ public enum ConnectionString {
             return PostgresError.redact(message).split(whereSeparator: \.isNewline).joined(separator: " ")
         }
         PQconninfoFree(parsed)
+        // postgresql://user:p@ss@host/db: libpq ends the password at the first '@', and would
+        // name the rest of it as the host in its connection errors.
+        let hosts = (values(of: url)?["host"].flatMap { $0 } ?? "").split(separator: ",")
+        if hosts.contains(where: { $0.dropFirst().contains("@") }) {
+            return "a host name holds '@' (percent-encode an '@' in the password as %40)"
+        }
         return nil
     }
 
