@@ -76,6 +76,11 @@ public final class BFFRuntime: Sendable {
             ])
         }
         if !applied.isEmpty { logger.info("migrations applied", metadata: ["db.migrations": .string(applied.map(String.init).joined(separator: ","))]) }
+        if let newer = try? await migrator.unknownVersions(pool), !newer.isEmpty {
+            logger.warning("the database has migrations this release does not know: a newer release migrated it", metadata: [
+                "db.migrations": .string(newer.map(String.init).joined(separator: ",")),
+            ])
+        }
         let store = PostgresSessionStore(pool: pool, tokenKey: try AESGCMKey(bytes: configuration.tokenKey.value),
                                          fallbackKeys: try configuration.tokenKeyFallbacks.value.map { try AESGCMKey(bytes: $0) },
                                          logger: logger)

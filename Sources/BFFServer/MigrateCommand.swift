@@ -23,5 +23,9 @@ struct MigrateCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         FileHandle.standardOutput.write(Data((applied.isEmpty ? "migrations: up to date\n" : "migrations applied: \(applied.map(String.init).joined(separator: ", "))\n").utf8))
+        if let newer = try? await Migrator(directory: directory).unknownVersions(pool), !newer.isEmpty {
+            let list = newer.map(String.init).joined(separator: ", ")
+            FileHandle.standardError.write(Data("smart-bff: the database has migrations this release does not know (\(list)): a newer release migrated it\n".utf8))
+        }
     }
 }

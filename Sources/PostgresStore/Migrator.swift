@@ -167,6 +167,15 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// Versions the database has applied that this release does not know: a newer release
+    /// migrated it (an instance of this one still works there during a rolling upgrade, but
+    /// after a rollback the operator should know the schema is ahead).
+    public func unknownVersions(_ pool: ConnectionPool) async throws -> [Int] {
+        let known = Set(migrations.map(\.version))
+        return try await pool.query("SELECT version FROM schema_migrations ORDER BY version")
+            .map { try $0.int(0) }.filter { !known.contains($0) }
+    }
+
     /// Whether every migration has been applied (for `/readyz`).
     public func isCurrent(_ pool: ConnectionPool) async throws -> Bool {
         try await pendingCount(pool) == 0

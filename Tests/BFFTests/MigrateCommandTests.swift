@@ -53,6 +53,18 @@ struct MigrateCommandTests {
         #expect(!output.contains("s3cret"), "\(output)")
     }
 
+    @Test("a database a newer release migrated: migrate succeeds and says which versions it does not know (a rollback's operator should know)")
+    func newerSchemaIsNamed() async throws {
+        let url = try await PostgresCluster.shared().createDatabase() + "&connect_timeout=30"
+        #expect(try await Self.migrate(url, migrations: RepositoryPaths.migrations).0 == 0)
+        let pool = ConnectionPool(url: url)
+        defer { pool.close() }
+        try await pool.query("INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')")
+        let (status, output) = try await Self.migrate(url, migrations: RepositoryPaths.migrations)
+        #expect(status == 0 && output.contains("migrations: up to date"), "\(output)")
+        #expect(output.contains("does not know (9999)"), "\(output)")
+    }
+
     /// `smart-bff migrate` with `BFF_MIGRATIONS_DIR`: its exit status and what it wrote.
     static func migrate(_ url: String, migrations: URL) async throws -> (Int32, String) {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
