@@ -33,6 +33,7 @@ struct DemoCommand: AsyncParsableCommand {
         // database (said on the first line, since the demo's sandbox sessions and audit
         // entries then land there).
         let given = ProcessInfo.processInfo.environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        if let given, let problem = ConnectionString.configurationProblem(given) { throw Resources.configurationError([problem]) }
         let database = try given == nil ? EmbeddedPostgres.start(prefix: "smart-bff-demo-pg") : nil
         defer { database?.destroy() }
         if given != nil {

@@ -30,9 +30,7 @@ enum Resources {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw configurationError(["DATABASE_URL: required (a libpq connection string or URI)"])
         }
-        if let problem = ConnectionString.problem(url) {
-            throw configurationError(["DATABASE_URL: not a connection string libpq can read: \(problem)"])
-        }
+        if let problem = ConnectionString.configurationProblem(url) { throw configurationError([problem]) }
         return url
     }
 

@@ -6,7 +6,8 @@ struct ConnectionStringTests {
     @Test("a database on another host without sslmode require or stricter is warned about; sockets, loopback and TLS are not")
     func transportWarning() {
         for url in ["postgresql://bff:pw@db.example/bff", "postgresql://db.example/bff?sslmode=prefer", "host=10.0.0.5 dbname=bff",
-                    "postgresql://db.example/bff?sslmode=disable", "postgresql://localhost,db.example/bff"] {
+                    "postgresql://db.example/bff?sslmode=disable", "postgresql://localhost,db.example/bff",
+                    "postgresql://127.db.example/bff"] { // a name that only starts like a loopback address
             let warning = ConnectionString.transportWarning(url)
             #expect(warning?.contains("sslmode=") == true, "\(url)")
             #expect(warning?.contains("pw") != true, "the password is in the warning")
@@ -16,5 +17,40 @@ struct ConnectionStringTests {
                     "dbname=bff", "not a connection string"] {
             #expect(ConnectionString.transportWarning(url) == nil, "\(url)")
         }
+    }
+
+    @Test("a DATABASE_URL libpq would refuse only when connecting, or misread, is a problem at start; no part of it is shown, quotes in it or not",
+          arguments: [
+              (#""postgresql://bff:s3cretPW@db.internal/bff""#, ""), // a value that kept its quotes (an env file)
+              (#"postgresql://bff:s3cretPW@[::1]"x/db"#, ""),
+              (#"host=db password=ab"c d"s3cretd"#, ""),
+              ("postgresql://bff:s3cretPW@db/bff?sslmode=s3cretmode", "sslmode must be one of"),
+              ("host=db port=s3cret5432 password=s3cretPW", "port must be a number"),
+              ("postgresql://bff:s3cretPW@db:5432,other:x5433/bff", "port must be a number"),
+              ("postgresql://bff:s3cretPW@db/bff?connect_timeout=ten", "connect_timeout must be a number"),
+              ("postgresql://bff:s3cret@PW@db/bff", "a host name holds '@'"),
+          ])
+    func problem(url: String, says: String) {
+        let problem = ConnectionString.problem(url)
+        #expect(problem != nil && (says.isEmpty || problem!.contains(says)), "\(problem ?? "accepted")")
+        #expect(problem?.contains("s3cret") != true && problem?.contains("PW") != true, "\(problem ?? "")")
+    }
+
+    @Test("connection strings libpq reads and connects with are no problem")
+    func noProblem() {
+        for url in ["postgresql://bff:pw@db.example:5432/bff?sslmode=verify-full&connect_timeout=10", "host=/run/postgresql dbname=bff",
+                    "postgresql:///bff", "postgresql://a:5432,b:5433/bff?target_session_attrs=read-write", "postgresql://bff:p%40ss@db/bff",
+                    "postgresql://db,other/bff?port=5432,"] {
+            #expect(ConnectionString.problem(url) == nil, "\(url): \(ConnectionString.problem(url) ?? "")")
+        }
+    }
+
+    @Test("server messages lose what they quote, whatever quotes the value itself holds")
+    func redaction() {
+        #expect(PostgresError.redact(#"relation "no_such" does not exist"#) == #"relation "…" does not exist"#)
+        #expect(PostgresError.redact(#"invalid input syntax for type integer: "ab"c""#) == #"invalid input syntax for type integer: "…""#)
+        #expect(PostgresError.redact(#"missing "=" after ""postgresql://u:s3cret@db/x"" in connection info string"#)
+                    == #"missing "…" in connection info string"#)
+        #expect(PostgresError.redact("no quotes here ") == "no quotes here")
     }
 }

@@ -59,9 +59,7 @@ extension BFFConfiguration {
 
         let databaseURL = value("DATABASE_URL")
         if databaseURL == nil { problems.append("DATABASE_URL: required (a libpq connection string or URI)") }
-        if let databaseURL, let problem = ConnectionString.problem(databaseURL) {
-            problems.append("DATABASE_URL: not a connection string libpq can read: \(problem)")
-        }
+        if let databaseURL, let problem = ConnectionString.configurationProblem(databaseURL) { problems.append(problem) }
 
         var issuers: [IssuerRegistration] = []
         if let path = value("BFF_ISSUERS_FILE") {

@@ -1,4 +1,5 @@
 internal import CLibPQ
+import Glibc
 
 /// A libpq connection string (URI or key=value), read by libpq itself, for checks before
 /// any connection is made.
@@ -29,14 +30,43 @@ public enum ConnectionString {
             return PostgresError.redact(message).split(whereSeparator: \.isNewline).joined(separator: " ")
         }
         PQconninfoFree(parsed)
+        guard let options = values(of: url) else { return "libpq cannot read it" }
         // postgresql://user:p@ss@host/db: libpq ends the password at the first '@', and would
         // name the rest of it as the host in its connection errors.
-        let hosts = (values(of: url)?["host"].flatMap { $0 } ?? "").split(separator: ",")
+        let hosts = (options["host"].flatMap { $0 } ?? "").split(separator: ",", omittingEmptySubsequences: false)
         if hosts.contains(where: { $0.dropFirst().contains("@") }) {
             return "a host name holds '@' (percent-encode an '@' in the password as %40)"
         }
+        // Values libpq takes here and refuses only when connecting (a failed start, exit 1,
+        // which a service manager retries forever); named, never shown.
+        for (name, allowed) in enumOptions {
+            if let value = options[name].flatMap({ $0 }), !allowed.contains(value) {
+                return "\(name) must be one of \(allowed.joined(separator: ", "))"
+            }
+        }
+        for name in integerOptions {
+            guard let value = options[name].flatMap({ $0 }) else { continue }
+            let parts = value.split(separator: ",", omittingEmptySubsequences: false)
+            if !parts.allSatisfy({ $0.isEmpty || ($0.count <= 9 && $0.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })) }) {
+                return "\(name) must be a number" + (name == "port" ? " (or one per host, comma-separated)" : "")
+            }
+        }
         return nil
     }
+
+    /// The line a start refuses `url` with (a configuration error), or nil: `problem`, naming the variable.
+    public static func configurationProblem(_ url: String) -> String? {
+        problem(url).map { "DATABASE_URL: unusable connection string: \($0)" }
+    }
+
+    /// Options whose value libpq checks only when it connects, and the values it takes.
+    private static let enumOptions: [(String, [String])] = [
+        ("sslmode", ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]),
+        ("gssencmode", ["disable", "prefer", "require"]),
+        ("target_session_attrs", ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"]),
+    ]
+    private static let integerOptions = ["port", "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                                         "keepalives_count", "tcp_user_timeout"]
 
     /// Every option libpq reads from `url`, by keyword (nil values: not given); nil when
     /// libpq cannot parse it.
@@ -56,7 +86,11 @@ public enum ConnectionString {
         return result
     }
 
+    /// `localhost`, `::1`, or a dotted IPv4 address in 127.0.0.0/8 (not a name that only
+    /// starts like one, `127.db.example`).
     private static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        var address = in_addr()
+        guard host != "localhost", host != "::1" else { return true }
+        return inet_pton(AF_INET, host, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 }

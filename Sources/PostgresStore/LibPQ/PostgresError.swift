@@ -110,20 +110,16 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         description + (context.map { " in \($0)" } ?? "") + ": " + message
     }
 
-    /// Removes double-quoted parts, where PostgreSQL echoes input values
-    /// (`invalid input syntax for type integer: "…"`).
+    /// Removes what lies between the first and the last double quote, where PostgreSQL and
+    /// libpq echo input values (`invalid input syntax for type integer: "…"`). They quote a
+    /// value without escaping the quotes in it, so quotes cannot be paired: a value holding
+    /// one would show what follows it. A lone quote hides the rest of the text.
     static func redact(_ text: String) -> String {
-        var out = ""
-        var inQuote = false
-        for c in text.trimmingWhitespace() {
-            if c == "\"" {
-                inQuote.toggle()
-                out += inQuote ? "\"…" : "\""
-                continue
-            }
-            if !inQuote { out.append(c) }
-        }
-        return out
+        let text = text.trimmingWhitespace()
+        guard let first = text.firstIndex(of: "\"") else { return String(text) }
+        let last = text.lastIndex(of: "\"")!
+        guard last != first else { return text[..<first] + "\"…" }
+        return text[..<first] + "\"…\"" + text[text.index(after: last)...]
     }
 }
 
