@@ -138,15 +138,18 @@ public struct Migrator: Sendable {
     /// How long a wait for the migration lock goes unreported.
     static let firstWaitReport: Duration = .seconds(2)
 
-    /// The server process holding the migration lock (`pg_locks` splits a bigint advisory
-    /// key into `classid`, its high half, and `objid`, with `objsubid` 1).
+    /// The server process holding the migration lock on this database (advisory locks are
+    /// per database; `pg_locks` splits a bigint key into `classid`, its high half, and
+    /// `objid`, with `objsubid` 1).
     private static func lockHolder(on c: PostgresConnection) throws(PostgresError) -> Int? {
         let rows = try c.execute(Query("""
             SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
               AND classid::bigint = $1 AND objid::bigint = $2
             """, [.int(lockKey >> 32), .int(lockKey & 0xFFFF_FFFF)]))
-        guard let row = rows.first else { return nil }
-        return try row.int(0)
+        // One session holds an exclusive lock; anything else names no one for sure.
+        guard rows.count == 1 else { return nil }
+        return try rows[0].int(0)
     }
 
     /// Runs one migration and records it: in a transaction of its own, unless it asks to run outside one.

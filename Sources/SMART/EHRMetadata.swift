@@ -74,10 +74,16 @@ public actor EHRMetadata {
     public func jwksURI(ofIssuer issuer: String, for iss: String) async throws(SMARTError) -> String {
         // The issuer may come from discovery: nothing is fetched in cleartext off the machine,
         // nor on it for a remote EHR.
-        guard URLPolicy.isUsableEndpoint(issuer, namedBy: iss), let parts = URLComponents(string: issuer), parts.query == nil else {
+        guard URLPolicy.isUsableEndpoint(issuer), let parts = URLComponents(string: issuer), parts.query == nil else {
             throw SMARTError(.discovery, "the issuer is not an absolute https URL without a query")
         }
-        if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl { return known.uri }
+        guard URLPolicy.isUsableEndpoint(issuer, namedBy: iss) else {
+            throw SMARTError(.discovery, "the issuer is on this machine (a loopback host) but the EHR is not")
+        }
+        // Cached by issuer, which two registrations may share: checked again for this one.
+        if let known = issuerJWKS[issuer], ContinuousClock.now - known.fetchedAt < ttl, URLPolicy.isUsableEndpoint(known.uri, namedBy: iss) {
+            return known.uri
+        }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let answer = try await EHRMetadata.get(base + "/.well-known/openid-configuration", client: client)
         guard answer.status == 200 else { throw SMARTError(.discovery, "\(base)/.well-known/openid-configuration answered HTTP \(answer.status)") }

@@ -22,10 +22,10 @@ struct ConfigurationAndPolicyTests {
         }
         // An issuer on this machine is looked up only for an EHR registered on it.
         do {
-            _ = try await metadata.jwksURI(ofIssuer: "http://127.0.0.1:9/idp", for: "https://ehr.example.org/fhir")
+            _ = try await metadata.jwksURI(ofIssuer: "https://127.0.0.1:9/idp", for: "https://ehr.example.org/fhir")
             Issue.record("a loopback issuer was used for a remote EHR")
         } catch {
-            #expect(error.detail.contains("not an absolute https URL"), "\(error.detail)")
+            #expect(error.detail == "the issuer is on this machine (a loopback host) but the EHR is not", "\(error.detail)")
         }
     }
 

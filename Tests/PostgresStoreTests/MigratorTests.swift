@@ -26,13 +26,17 @@ struct MigratorTests {
         #expect(try await migrator.isCurrent(pools[1]))
     }
 
-    @Test("a migration waiting for the lock another session holds says so after 2 s, naming that session's server process, again only after 30 s, and goes on once the lock is free")
+    @Test("a migration waiting for the lock another session holds says so after 2 s, naming that session's server process (not one holding the key in another database), not again a second later, and goes on once the lock is free")
     func waitForTheLockIsReported() async throws {
         let url = try await PostgresCluster.shared().createDatabaseForLoad()
         var one = ConnectionPool.Configuration()
         one.size = 1 // one connection: the lock is taken and released in the same session
+        // The same key held in another database first: advisory locks are per database, and
+        // that session is not the one in the way (an operator told its pid might end it).
+        let elsewhere = ConnectionPool(url: try await PostgresCluster.shared().createDatabaseForLoad(), configuration: one)
         let holder = ConnectionPool(url: url, configuration: one), pool = ConnectionPool(url: url)
-        defer { holder.close(); pool.close() }
+        defer { holder.close(); pool.close(); elsewhere.close() }
+        _ = try await elsewhere.query("SELECT pg_advisory_lock(\(0x5_3B_FF_01))")
         let holderPID = try await holder.query("SELECT pg_backend_pid(), pg_advisory_lock(\(0x5_3B_FF_01))")[0].int(0)
         let reports = Mutex<[Int?]>([])
         let migrator = try Migrator(directory: RepositoryPaths.migrations)
