@@ -155,8 +155,8 @@ public struct SMARTScopes: Sendable, Equatable {
 
     /// The scopes of `granted` (a refresh's answer) that stay within `original` (the launch's):
     /// a refresh gives the same scope or less (RFC 6749 §6), never more. Each resource scope
-    /// of either string that one of the other's covers (same context, its type or all, no
-    /// permission more, every restriction) is kept, so an EHR that writes the same
+    /// of either string that one of the other's covers (same context, or the other's has none;
+    /// its type or all; no permission more; every restriction) is kept, so an EHR that writes the same
     /// grant another way (`patient/*.rs` for the launch's types) keeps the launch's scopes,
     /// and one that answers more keeps no more; another scope (`openid`, `launch`, …) is kept
     /// when both hold it. In `granted`'s order, then `original`'s, each once: a narrower

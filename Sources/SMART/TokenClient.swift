@@ -85,9 +85,10 @@ public struct TokenClient: Sendable {
         return isCode ? error : "an error value not shown"
     }
 
-    /// Failures name no cause (connection refused, TLS, a bad answer): the endpoint is
-    /// discovery's, and the browser sees the detail, so it must not tell which of an EHR's
-    /// chosen hosts and ports answer. Logs have the cause (`SMARTError.cause`).
+    /// A failure to reach the endpoint names no cause (connection refused, TLS): the
+    /// endpoint is discovery's and the browser sees the detail, so it does not say how a
+    /// host and port failed. (An HTTP answer's status is still said, and a timeout is 504:
+    /// a sign-in's developer needs those.) Logs have the cause (`SMARTError.cause`).
     private func send(_ form: [(String, String)], headers: [(String, String)], url: String,
                       endpoint: String = "token endpoint") async throws(SMARTError) -> HTTPClientResponse {
         let body = PercentEncoding.formEncode(form)

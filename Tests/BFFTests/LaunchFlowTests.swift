@@ -577,7 +577,7 @@ extension LaunchFlowTests {
 }
 
 extension LaunchFlowTests {
-    @Test("a token endpoint that cannot be reached: 502 at the callback, no session, and the browser is not told why (no port probing through discovery)")
+    @Test("a token endpoint that cannot be reached: 502 at the callback, no session, and the browser is not told how the connection failed")
     func tokenEndpointUnreachable() async throws {
         let closed = try LoopbackSocket.bind(port: 0) // bound, never listening: connections are refused
         defer { close(closed.fd) }
