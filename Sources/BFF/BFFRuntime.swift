@@ -175,6 +175,8 @@ public final class BFFRuntime: Sendable {
             ])
         }
         pool.close()
+        // The last line: the HTTP server's "stopped" comes before the audit trail's last writes.
+        services.logger.info("shut down", metadata: ["audit.lost_entries": .stringConvertible(max(0, lost))])
         return max(0, lost)
     }
 

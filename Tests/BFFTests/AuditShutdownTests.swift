@@ -47,6 +47,9 @@ struct AuditShutdownTests {
 
         let lostCount = await h.bff.shutdown(gracePeriod: .milliseconds(100))
         #expect(lostCount == 3, "serve exits with 1 when the stop lost entries")
+        // The stop's last line says it is over, and what it lost (after the HTTP server's own "stopped").
+        let last = h.logs.captured.last ?? ""
+        #expect(last.contains("\"shut down\"") && last.contains("\"audit.lost_entries\":\"3\""), "\(last)")
 
         let lines = h.logs.captured
         let lost = lines.filter { $0.contains("audit entries lost at shutdown") }

@@ -98,7 +98,7 @@ public final class HTTPServer: @unchecked Sendable {
                 done.resume()
             }
         }
-        logger.info("stopped")
+        logger.info("HTTP server stopped: connections closed")
         stopped.withLock { $0 = true }
         stopSignal.signal()
     }
