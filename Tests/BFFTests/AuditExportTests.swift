@@ -82,8 +82,7 @@ struct AuditExportTests {
         try await database.store.appendAudit([entry("/Patient/a", at: Date())])
         // Stored 10 minutes ago: past the 2 minutes an export leaves to writes still committing.
         try await database.pool.query("UPDATE audit_events SET recorded_at = now() - interval '10 minutes'")
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+        let executable = SmartBFFProcess.executable
         let errors = NSTemporaryDirectory() + "smart-bff-export-errors-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: errors) }
         let process = try ChildProcess(executable.path, ["audit", "export"],

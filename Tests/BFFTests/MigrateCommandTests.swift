@@ -13,8 +13,7 @@ struct MigrateCommandTests {
         try FileManager.default.createDirectory(at: folder.appendingPathComponent("migrations"), withIntermediateDirectories: true)
         try "CREATE TABLE planted_by_someone (x int);\n".write(to: folder.appendingPathComponent("migrations/0001_initial.sql"),
                                                              atomically: true, encoding: .utf8)
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+        let executable = SmartBFFProcess.executable
         let log = folder.appendingPathComponent("migrate.log").path
         let path = executable.deletingLastPathComponent().path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         // The shell goes to the folder, then becomes `smart-bff` found through PATH: argv[0] is the bare name.
@@ -67,8 +66,7 @@ struct MigrateCommandTests {
 
     /// `smart-bff migrate` with `BFF_MIGRATIONS_DIR`: its exit status and what it wrote.
     static func migrate(_ url: String, migrations: URL) async throws -> (Int32, String) {
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+        let executable = SmartBFFProcess.executable
         let log = NSTemporaryDirectory() + "smart-bff-migrate-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: log) }
         let process = try ChildProcess(executable.path, ["migrate"],

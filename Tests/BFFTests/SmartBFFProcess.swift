@@ -15,6 +15,12 @@ final class SmartBFFProcess: Sendable {
         (self.port, self.log, self.process) = (port, log, process)
     }
 
+    /// The `smart-bff` executable beside the test bundle.
+    static var executable: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+    }
+
     /// `smart-bff serve` on `port`, configured by `environment` and the port.
     static func serve(port: Int, log: URL, environment: [String: String]) throws -> SmartBFFProcess {
         try start(["serve"], port: port, log: log, environment: environment.merging(
@@ -25,8 +31,7 @@ final class SmartBFFProcess: Sendable {
     /// on open descriptors (soft and hard: the process cannot raise it).
     static func start(_ arguments: [String], port: Int, log: URL, environment: [String: String] = [:],
                       openFileLimit: Int? = nil) throws -> SmartBFFProcess {
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("smart-bff")
+        let executable = SmartBFFProcess.executable
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw Failure(what: "\(executable.path): build the smart-bff product first (scripts/test does)")
         }
