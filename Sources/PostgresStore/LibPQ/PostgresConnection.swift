@@ -37,9 +37,7 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         guard let connection else { throw .connection("out of memory connecting to PostgreSQL") }
         guard PQstatus(connection) == CONNECTION_OK else {
-            // Not redacted: libpq's quoted parts here are the host, socket, database and role
-            // (which of several hosts failed, which name is wrong), never the password.
-            let message = String(cString: PQerrorMessage(connection))
+            let message = PostgresError.redact(String(cString: PQerrorMessage(connection)))
             PQfinish(connection)
             throw .connection("cannot connect to PostgreSQL: \(message)")
         }

@@ -2,8 +2,7 @@
 /// private code, static factories and context (SQLSTATE, which statement failed).
 ///
 /// Nothing in it ever holds a bound value: `message` is PostgreSQL's primary message with
-/// every double-quoted part (where the server echoes input) replaced by `"…"` (except a
-/// failed connection's, which names only the host, database and role), and the
+/// every double-quoted part (where the server echoes input) replaced by `"…"`, and the
 /// server's DETAIL field (which may quote key values) is never read. `description` is
 /// generic; `debugDescription` adds the redacted server message.
 public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
