@@ -28,7 +28,18 @@ struct ConnectionStringTests {
               ("host=db port=s3cret5432 password=s3cretPW", "port must be a number"),
               ("postgresql://bff:s3cretPW@db:5432,other:x5433/bff", "port must be a number"),
               ("postgresql://bff:s3cretPW@db/bff?connect_timeout=ten", "connect_timeout must be a number"),
-              ("postgresql://bff:s3cret@PW@db/bff", "a host name holds '@'"),
+              // '@' or '/' left unencoded in the user info: libpq would read part of the password as
+              // the host, port or database name, which its connection errors quote.
+              ("postgresql://bff:s3cret@PW@db/bff", "not percent-encoded"),
+              ("postgresql://bff:p@s3cret/wordPW@db.example/bff?sslmode=verify-full", "not percent-encoded"),
+              ("postgresql://bff:12,s3cret/xPW@db.example/bff?sslmode=require", "not percent-encoded"),
+              ("postgresql://bff:123456/s3cretPW@db.example/bff", "not percent-encoded"),
+              ("postgresql://127.0.0.1:/s3cretPW@db.example/bff", "not percent-encoded"),
+              // Values libpq reads and then refuses at connect.
+              ("host=db connect_timeout= password=s3cretPW", "connect_timeout must be a number"),
+              ("host=db port=5432,5433 password=s3cretPW", "port names 2 ports for 1 hosts"),
+              ("host=db port=70000 password=s3cretPW", "port must be a number from 1 to 65535"),
+              ("postgresql://bff:s3cretPW@db/bff?channel_binding=s3cret", "channel_binding must be one of"),
           ])
     func problem(url: String, says: String) {
         let problem = ConnectionString.problem(url)
@@ -40,7 +51,7 @@ struct ConnectionStringTests {
     func noProblem() {
         for url in ["postgresql://bff:pw@db.example:5432/bff?sslmode=verify-full&connect_timeout=10", "host=/run/postgresql dbname=bff",
                     "postgresql:///bff", "postgresql://a:5432,b:5433/bff?target_session_attrs=read-write", "postgresql://bff:p%40ss@db/bff",
-                    "postgresql://db,other/bff?port=5432,"] {
+                    "postgresql://db,other/bff?port=5432,", "host=db port=+5432 connect_timeout=' 5 '", "postgresql://bff:p%40ss%2Fw@db/b%40d"] {
             #expect(ConnectionString.problem(url) == nil, "\(url): \(ConnectionString.problem(url) ?? "")")
         }
     }
@@ -52,5 +63,10 @@ struct ConnectionStringTests {
         #expect(PostgresError.redact(#"missing "=" after ""postgresql://u:s3cret@db/x"" in connection info string"#)
                     == #"missing "…" in connection info string"#)
         #expect(PostgresError.redact("no quotes here ") == "no quotes here")
+        // Schema names (not class 22): each quoted part goes, the words between them stay.
+        #expect(PostgresError.redact(#"insert or update on table "a" violates foreign key constraint "b""#, sqlState: "23503")
+                    == #"insert or update on table "…" violates foreign key constraint "…""#)
+        #expect(PostgresError.redact(#"invalid input syntax for type integer: "ab"c""#, sqlState: "22P02") == #"invalid input syntax for type integer: "…""#)
+        #expect(PostgresError.redact(#"odd "one" out""#, sqlState: "42703") == #"odd "…""#)
     }
 }

@@ -31,12 +31,7 @@ public enum ConnectionString {
         }
         PQconninfoFree(parsed)
         guard let options = values(of: url) else { return "libpq cannot read it" }
-        // postgresql://user:p@ss@host/db: libpq ends the password at the first '@', and would
-        // name the rest of it as the host in its connection errors.
-        let hosts = (options["host"].flatMap { $0 } ?? "").split(separator: ",", omittingEmptySubsequences: false)
-        if hosts.contains(where: { $0.dropFirst().contains("@") }) {
-            return "a host name holds '@' (percent-encode an '@' in the password as %40)"
-        }
+        if let problem = misreadUserInfo(url) { return problem }
         // Values libpq takes here and refuses only when connecting (a failed start, exit 1,
         // which a service manager retries forever); named, never shown.
         for (name, allowed) in enumOptions {
@@ -46,12 +41,40 @@ public enum ConnectionString {
         }
         for name in integerOptions {
             guard let value = options[name].flatMap({ $0 }) else { continue }
-            let parts = value.split(separator: ",", omittingEmptySubsequences: false)
-            if !parts.allSatisfy({ $0.isEmpty || ($0.count <= 9 && $0.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })) }) {
-                return "\(name) must be a number" + (name == "port" ? " (or one per host, comma-separated)" : "")
+            if name == "port" {
+                let ports = value.split(separator: ",", omittingEmptySubsequences: false)
+                // An empty entry takes the default port; a number must be one (libpq: 1–65535).
+                guard ports.allSatisfy({ $0.isEmpty || integer($0).map { (1...65535).contains($0) } == true }) else {
+                    return "port must be a number from 1 to 65535 (or one per host, comma-separated)"
+                }
+                let hosts = (options["host"].flatMap { $0 } ?? "").split(separator: ",", omittingEmptySubsequences: false)
+                if ports.count > 1 && ports.count != hosts.count { return "port names \(ports.count) ports for \(hosts.count) hosts" }
+            } else if integer(value[...]) == nil {
+                return "\(name) must be a number"
             }
         }
         return nil
+    }
+
+    /// Why libpq would read a `postgresql://` URI's user info otherwise than meant: it ends
+    /// the user info at the first '@' before any '/', so an '@' or '/' left unencoded in a
+    /// user name or password makes the rest of it the host, port or database name, which
+    /// connection errors then quote. Refused: more than one '@', or an '@' after a '/'.
+    private static func misreadUserInfo(_ url: String) -> String? {
+        let lower = url.prefix(13).lowercased()
+        guard lower.hasPrefix("postgresql://") || lower.hasPrefix("postgres://") else { return nil }
+        let rest = url[url.range(of: "://")!.upperBound...].prefix { $0 != "?" }
+        let ats = rest.indices.filter { rest[$0] == "@" }
+        let firstSlash = rest.firstIndex(of: "/")
+        guard ats.count > 1 || (ats.first.map { at in firstSlash.map { $0 < at } ?? false } ?? false) else { return nil }
+        return "an '@' or '/' in the user name, password or database name is not percent-encoded (%40, %2F)"
+    }
+
+    /// A decimal integer as libpq's `parse_int_param` reads it: spaces around, a sign.
+    private static func integer(_ text: Substring) -> Int? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.count <= 10 else { return nil }
+        return Int(trimmed.hasPrefix("+") ? String(trimmed.dropFirst()) : trimmed)
     }
 
     /// The line a start refuses `url` with (a configuration error), or nil: `problem`, naming the variable.
@@ -64,6 +87,9 @@ public enum ConnectionString {
         ("sslmode", ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]),
         ("gssencmode", ["disable", "prefer", "require"]),
         ("target_session_attrs", ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"]),
+        ("channel_binding", ["disable", "prefer", "require"]),
+        ("ssl_min_protocol_version", ["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"]),
+        ("ssl_max_protocol_version", ["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"]),
     ]
     private static let integerOptions = ["port", "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                                          "keepalives_count", "tcp_user_timeout"]

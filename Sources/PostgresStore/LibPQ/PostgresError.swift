@@ -40,7 +40,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     static func connection(_ message: String) -> PostgresError { PostgresError(.connection, message: message) }
     /// The server refused a statement.
     static func query(sqlState: String?, serverMessage: String, context: String? = nil) -> PostgresError {
-        PostgresError(.query, sqlState: sqlState, message: redact(serverMessage), context: context)
+        PostgresError(.query, sqlState: sqlState, message: redact(serverMessage, sqlState: sqlState), context: context)
     }
     /// No pooled connection became free within the acquire timeout.
     static func poolTimeout(_ waited: Duration) -> PostgresError {
@@ -109,13 +109,31 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         description + (context.map { " in \($0)" } ?? "") + ": " + message
     }
 
-    /// Removes what lies between the first and the last double quote, where PostgreSQL and
-    /// libpq echo input values (`invalid input syntax for type integer: "…"`). They quote a
-    /// value without escaping the quotes in it, so quotes cannot be paired: a value holding
-    /// one would show what follows it. A lone quote hides the rest of the text.
-    static func redact(_ text: String) -> String {
+    /// Removes double-quoted parts, where PostgreSQL and libpq echo input values
+    /// (`invalid input syntax for type integer: "…"`). Values are quoted without their own
+    /// quotes escaped, so quotes cannot be paired where a value may be quoted: without an
+    /// SQLSTATE (libpq's own messages, which quote the connection string's parts) or in class
+    /// 22 (data exceptions), or with an odd number of quotes, everything from the first quote
+    /// to the last goes. Elsewhere the quoted parts are schema names (`violates foreign key
+    /// constraint "…"`), each removed on its own so that the words between them stay.
+    static func redact(_ text: String, sqlState: String? = nil) -> String {
         let text = text.trimmingWhitespace()
         guard let first = text.firstIndex(of: "\"") else { return String(text) }
+        let quotes = text.reduce(0) { $0 + ($1 == "\"" ? 1 : 0) }
+        let valuesQuoted = sqlState.map { $0.hasPrefix("22") } ?? true
+        guard valuesQuoted || quotes % 2 == 1 else {
+            var out = ""
+            var inQuote = false
+            for c in text {
+                if c == "\"" {
+                    inQuote.toggle()
+                    out += inQuote ? "\"…" : "\""
+                } else if !inQuote {
+                    out.append(c)
+                }
+            }
+            return out
+        }
         let last = text.lastIndex(of: "\"")!
         guard last != first else { return text[..<first] + "\"…" }
         return text[..<first] + "\"…\"" + text[text.index(after: last)...]
