@@ -49,10 +49,11 @@ public final class Sweeper: Sendable {
                     return
                 } catch {
                     onError(error)
-                    // The database cannot be reached now (down, a failover): the rest would
-                    // fail the same way, and is tried at the next tick. One failure, one
-                    // report. (A lock on a session's rows leaves the rest to run.)
-                    if let error = error as? PostgresError, error.isConnectionFailure || error.isServerGone || error.isPoolTimeout { continue }
+                    // The database cannot serve now (down, a failover, read-only, out of
+                    // resources): the rest would fail the same way, and is tried at the next
+                    // tick. One failure, one report. (A lock on a session's rows leaves the
+                    // rest to run.)
+                    if let error = error as? PostgresError, error.isTransient && !error.isLockTimeout { continue }
                 }
                 do {
                     removed += try await store.sweepExpired(now: now(), auditRetentionDays: auditRetentionDays)
