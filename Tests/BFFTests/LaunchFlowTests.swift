@@ -321,6 +321,16 @@ struct LaunchFlowTests {
         }
         #expect(try await browser.api("POST", h.baseURL + "/logout", launch: launch, csrf: false).status == 403)
         #expect(try await Browser(client: h.client).api(h.baseURL + "/session").status == 401)
+        // A page of another origin cannot send X-CSRF: its fetch is preflighted, and the
+        // preflight allows nothing (no CORS), so the browser never sends the request.
+        for path in ["/session", "/context", "/fhir/Patient/pat-1", "/logout"] {
+            let preflight = try await browser.request("OPTIONS", h.baseURL + path, headers: [
+                ("Origin", "https://evil.example"), ("Access-Control-Request-Method", path == "/logout" ? "POST" : "GET"),
+                ("Access-Control-Request-Headers", "x-csrf, x-bff-launch"),
+            ])
+            #expect(!(200...299).contains(preflight.status), "\(path): \(preflight.status)")
+            #expect(!preflight.headers.contains { $0.name.lowercased().hasPrefix("access-control-") }, "\(path): \(preflight.headers)")
+        }
     }
 
     @Test("two launches in one browser never see each other's context; the cookie is renewed at each login")
