@@ -16,13 +16,18 @@ public struct HTTPClientRequest: Sendable {
     /// Whose request this is (a user's session, say), for a fair share of a host's
     /// connections: see `HTTPClient.Configuration.reservedConnectionsPerHost`. Nil: no share.
     public var share: String?
+    /// For `execute`: the most body bytes this answer may have, below the client's own
+    /// `maxResponseBodyBytes` (a token answer needs far less than a CapabilityStatement).
+    public var maxBodyBytes: Int?
 
-    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, share: String? = nil) {
+    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, share: String? = nil,
+                maxBodyBytes: Int? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.share = share
+        self.maxBodyBytes = maxBodyBytes
     }
 }
 

@@ -49,6 +49,11 @@ public struct TokenClient: Sendable {
         return origin == Origin.of(tokenEndpoint)
     }
 
+    /// The largest token or revocation answer read: tokens, an ID token (16 KiB at most) and
+    /// launch context, which is stored with each launch and served by `/context`, come to a
+    /// few kilobytes; a bloated answer is refused, not stored.
+    public static let maxAnswerBytes = 1 << 20
+
     /// Why `revoke` sent nothing to a revocation endpoint off the token endpoint's origin.
     public static let revocationOffOrigin = "the revocation endpoint is not on the token endpoint's origin: no token or client credentials are sent there"
 
@@ -93,7 +98,10 @@ public struct TokenClient: Sendable {
                       endpoint: String = "token endpoint") async throws(SMARTError) -> HTTPClientResponse {
         let body = PercentEncoding.formEncode(form)
         do {
-            return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8)))
+            return try await client.execute(HTTPClientRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8),
+                                                              maxBodyBytes: TokenClient.maxAnswerBytes))
+        } catch where error.isBodyTooLarge {
+            throw SMARTError(.tokenEndpoint, "the \(endpoint)'s answer is larger than \(TokenClient.maxAnswerBytes >> 20) MiB", cause: error)
         } catch {
             throw SMARTError(error.isTimeout ? .timeout : .tokenEndpoint,
                              error.isTimeout ? "the \(endpoint) did not answer in time" : "the \(endpoint) could not be reached",

@@ -600,3 +600,22 @@ extension LaunchFlowTests {
         #expect(!page.text.contains("connect") && !page.text.contains("refused"), "\(page.text)")
     }
 }
+
+extension LaunchFlowTests {
+    @Test("a token answer over 1 MiB (a bloated launch context) is refused at the callback, 502 and no session, not stored with the launch")
+    func bloatedTokenAnswer() async throws {
+        let context = String(repeating: "x", count: 2 << 20)
+        let answer = Array(#"{"access_token":"a","token_type":"Bearer","expires_in":3600,"scope":"openid patient/*.rs","patient":"pat-1","#.utf8)
+            + Array(#""fhirContext":[{"reference":"\#(context)"}]}"#.utf8)
+        var router = Router()
+        router.post("/token") { _ in .json(answer) }
+        let tokenServer = try TestHTTPServer.start(router: router)
+        let h = try await BFFHarness.start(sandbox: { $0.smartConfigurationMembers = ["token_endpoint": "http://127.0.0.1:\(tokenServer.port)/token"] })
+        defer { Task { await h.stop(); await tokenServer.shutdown(gracePeriod: .zero) } }
+        let browser = Browser(client: h.client)
+        let (page, launch) = try await h.standaloneLogin(browser, patient: "pat-1")
+        #expect(page.status == 502 && launch == nil, "\(page.status)")
+        #expect(page.text.contains("larger than 1 MiB"), "\(page.text.prefix(300))")
+        #expect(try await h.database.pool.query("SELECT count(*) FROM launches")[0].int(0) == 0)
+    }
+}

@@ -83,7 +83,7 @@ final class ClientLoop: @unchecked Sendable {
         try request.validate()
         let url = try UpstreamURL(request.url)
         let exchange = Exchange(request: request, url: url, proxy: try proxies.proxy(for: url),
-                                maxBodyBytes: streaming ? .max : maxBodyBytes)
+                                maxBodyBytes: streaming ? .max : min(maxBodyBytes, request.maxBodyBytes ?? .max))
         if streaming { exchange.makeBodyBuffer(owner: self) }
         return exchange
     }
