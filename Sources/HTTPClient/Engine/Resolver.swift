@@ -41,7 +41,10 @@ struct SocketAddress: Sendable {
 final class Resolver: Sendable {
     typealias Completion = @Sendable (Result<[SocketAddress], HTTPClientError>) -> Void
 
-    static let maxConcurrentLookups = 4
+    /// Sixteen: one EHR's discovery names at most a few hosts (token, JWKS, OpenID issuer),
+    /// so an EHR whose names resolve slowly (a lookup keeps its thread until DNS gives up,
+    /// past the request's connect timeout) cannot hold every thread and stall the others'.
+    static let maxConcurrentLookups = 16
     static let cacheSeconds: UInt64 = 30
     /// Beyond this many names the cache starts over (a bound, not an expected size).
     static let maxCachedNames = 1024
