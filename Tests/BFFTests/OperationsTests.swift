@@ -63,7 +63,7 @@ struct OperationsTests {
         #expect(line.contains("\"level\":\"warning\"") && line.contains("HTTP 500") && line.contains(id), "\(line)")
     }
 
-    @Test("a request refused while it is read (a malformed head) is logged and counted under the route unparsed")
+    @Test("a request refused while it is read (a malformed head) is logged with its peer's address and counted under the route unparsed; a served request's line names its peer too")
     func refusedRequestsCounted() async throws {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
@@ -76,7 +76,11 @@ struct OperationsTests {
         #expect(status == 400)
         let metrics = try await Browser(client: h.client).request(h.baseURL + "/metrics").text
         #expect(metrics.contains("bff_http_requests_total{route=\"unparsed\",status=\"400\"} 1"), "\(metrics)")
-        #expect(h.logs.captured.contains { $0.contains("request refused") && $0.contains("\"http.status\":\"400\"") }, "\(h.logs.captured)")
+        let peer = "\"network.peer.address\":\"127.0.0.1\""
+        #expect(h.logs.captured.contains { $0.contains("request refused") && $0.contains("\"http.status\":\"400\"") && $0.contains(peer) },
+                "\(h.logs.captured)")
+        #expect(h.logs.captured.contains { $0.contains("\"request\"") && $0.contains("\"http.route\":\"/metrics\"") && $0.contains(peer) },
+                "\(h.logs.captured)")
     }
 
     @Test("an EHR whose JWKS is down: login refused 401, and /readyz and a warning say why; the JWKS is tried again after the re-fetch interval, not at every sign-in")

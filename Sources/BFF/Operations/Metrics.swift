@@ -169,7 +169,7 @@ struct MetricsMiddleware: Middleware {
     }
 
     /// Requests refused before they could be routed count under the route `unparsed`.
-    func refused(_ status: HTTPStatus, reason: String, logger: Logger) {
+    func refused(_ status: HTTPStatus, reason: String, peer: String, logger: Logger) {
         recorder.record(route: "unparsed", status: status.code, seconds: 0)
     }
 }

@@ -29,8 +29,8 @@ public final class HTTPApplication: Sendable {
     }
 
     /// Tells the middleware of a request refused while it was read (see `Middleware.refused`).
-    public func refused(_ status: HTTPStatus, reason: String) {
-        for step in middleware { step.refused(status, reason: reason, logger: logger) }
+    public func refused(_ status: HTTPStatus, reason: String, peer: String) {
+        for step in middleware { step.refused(status, reason: reason, peer: peer, logger: logger) }
     }
 
     /// Routes `request` through the middleware to its handler. The request should carry this

@@ -388,7 +388,7 @@ final class Connection: @unchecked Sendable {
     }
 
     private func refuse(_ error: ParseError) {
-        loop.application?.refused(error.status, reason: error.reason)
+        loop.application?.refused(error.status, reason: error.reason, peer: remoteAddress)
         keepAliveAfterResponse = false
         lingerOnClose = true
         let response = HTTPError(error.status, detail: error.reason).response
