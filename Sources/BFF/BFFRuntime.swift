@@ -180,5 +180,15 @@ public final class BFFRuntime: Sendable {
         return max(0, lost)
     }
 
+    /// An operator's second stop signal: the connections a `shutdown` is waiting for are closed
+    /// now. The audit trail is still written (within the shutdown's deadline): PHI access
+    /// records are not dropped to save a few seconds.
+    public func hurryShutdown() {
+        services.logger.warning("second stop signal: closing open connections now; the audit trail is still written", metadata: [
+            "http.connections": .stringConvertible(server.connectionCount),
+        ])
+        server.endGracePeriod()
+    }
+
     struct StartError: Error, CustomStringConvertible { let message: String; var description: String { message } }
 }

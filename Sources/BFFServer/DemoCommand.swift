@@ -73,6 +73,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
         FileHandle.standardOutput.write(Data("smart-bff demo: open \(publicURL)/ (sandbox EHR at \(sandbox.fhirBaseURL); Ctrl-C stops)\n".utf8))
         await signals.wait()
+        Task { await signals.wait(count: 2); runtime.hurryShutdown() } // waits on until the process ends
         await runtime.shutdown(gracePeriod: .seconds(2))
         await sandbox.shutdown()
     }

@@ -33,7 +33,9 @@ struct ServeCommand: AsyncParsableCommand {
             logger.critical("start-up failed", metadata: ["error": .string(StartupFailure.line(for: error))])
             throw ExitCode(1)
         }
-        await SignalHandling.waitForTermination()
+        let signals = SignalHandling.catchTermination()
+        await signals.wait()
+        Task { await signals.wait(count: 2); runtime.hurryShutdown() } // waits on until the process ends
         // A stop that lost PHI audit entries is a failed stop, for systemd and Kubernetes to record.
         if await runtime.shutdown() > 0 { throw ExitCode(1) }
     }

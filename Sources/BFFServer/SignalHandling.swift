@@ -16,13 +16,14 @@ enum SignalHandling {
         }
     }
 
+    /// Returns once one of the signals has come (the sandbox, which has nothing to hurry).
     static func waitForTermination() async {
         await catchTermination().wait()
     }
 
     /// From now on SIGTERM, SIGINT and SIGHUP are caught, not acted on: the caller looks at
     /// `received` between its steps (the demo, whose throwaway cluster must be deleted however
-    /// early it is stopped) and `wait`s for one once it serves.
+    /// early it is stopped), `wait`s for one once it serves, and for a second while it stops.
     static func catchTermination() -> TerminationSignals {
         signal(SIGPIPE, SIG_IGN)
         return TerminationSignals()
@@ -31,10 +32,11 @@ enum SignalHandling {
 
 import Synchronization
 
-/// SIGTERM, SIGINT and SIGHUP, caught (see `SignalHandling.catchTermination`).
+/// SIGTERM, SIGINT and SIGHUP, caught (see `SignalHandling.catchTermination`), and counted:
+/// the first starts a graceful stop, a second hastens it.
 final class TerminationSignals: @unchecked Sendable { // the sources are set once, in init, then only read
-    private let fired = Atomic(false)
-    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private let count = Atomic(0)
+    private let waiters = Mutex<[(count: Int, done: CheckedContinuation<Void, Never>)]>([])
     private var sources: [DispatchSourceSignal] = []
 
     fileprivate init() {
@@ -49,14 +51,14 @@ final class TerminationSignals: @unchecked Sendable { // the sources are set onc
     }
 
     /// Whether one of the signals has come.
-    var received: Bool { fired.load(ordering: .acquiring) }
+    var received: Bool { count.load(ordering: .acquiring) > 0 }
 
-    /// Returns once one of the signals has come (at once if one has).
-    func wait() async {
+    /// Returns once `count` of the signals have come in all (at once if they have).
+    func wait(count wanted: Int = 1) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let now = waiters.withLock { waiting -> Bool in
-                if fired.load(ordering: .acquiring) { return true }
-                waiting.append(done)
+                if count.load(ordering: .acquiring) >= wanted { return true }
+                waiting.append((wanted, done))
                 return false
             }
             if now { done.resume() }
@@ -64,11 +66,11 @@ final class TerminationSignals: @unchecked Sendable { // the sources are set onc
     }
 
     private func fire() {
-        let waiting = waiters.withLock { waiting -> [CheckedContinuation<Void, Never>] in
-            fired.store(true, ordering: .releasing)
-            defer { waiting = [] }
-            return waiting
+        let ready = waiters.withLock { waiting -> [CheckedContinuation<Void, Never>] in
+            let received = count.add(1, ordering: .acquiringAndReleasing).newValue
+            defer { waiting.removeAll { $0.count <= received } }
+            return waiting.filter { $0.count <= received }.map(\.done)
         }
-        for waiter in waiting { waiter.resume() }
+        for waiter in ready { waiter.resume() }
     }
 }

@@ -85,6 +85,22 @@ final class SmartBFFProcess: Sendable {
         _ = try? await runBlocking { [process] in process.waitUntilExit() }
     }
 
+    /// Whether it has not exited yet.
+    var isRunning: Bool { process.isRunning }
+
+    /// Sends it SIGTERM and returns (another may follow; `stop` waits).
+    func signalStop() { process.terminate() }
+
+    /// Waits up to `limit` for it to exit; its exit status, or nil if it is still running.
+    func exitStatus(within limit: Duration) async throws -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else { return nil }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return try await runBlocking { [process] in process.waitUntilExit() }
+    }
+
     struct Failure: Error, CustomStringConvertible {
         let what: String
         var description: String { what }

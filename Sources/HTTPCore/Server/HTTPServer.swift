@@ -26,6 +26,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let nextLoop = Atomic<UInt>(0)
     private let openConnections = Atomic<Int>(0)
     private let drainingFlag = Atomic<Bool>(false)
+    private let drainCutShort = Atomic<Bool>(false)
     private let stopped = Mutex<Bool>(false)
     /// When the last out-of-descriptors warning was logged.
     private let lastDescriptorWarning = Mutex<ContinuousClock.Instant?>(nil)
@@ -81,7 +82,7 @@ public final class HTTPServer: @unchecked Sendable {
         // the backlog, where they would wait out the drain and then be reset.
         Glibc.close(listenerFD)
         let deadline = ContinuousClock.now + gracePeriod
-        while connectionCount > 0 && ContinuousClock.now < deadline {
+        while connectionCount > 0 && ContinuousClock.now < deadline && !drainCutShort.load(ordering: .relaxed) {
             try? await Task.sleep(for: .milliseconds(20))
         }
         for loop in loops {
@@ -101,6 +102,13 @@ public final class HTTPServer: @unchecked Sendable {
         logger.info("HTTP server stopped: connections closed")
         stopped.withLock { $0 = true }
         stopSignal.signal()
+    }
+
+    /// Ends a `shutdown`'s grace period now (an operator's second signal): the connections
+    /// still open are closed within 20 ms, requests in flight on them cut off. Before a
+    /// shutdown it makes the next one close its connections at once.
+    public func endGracePeriod() {
+        drainCutShort.store(true, ordering: .relaxed)
     }
 
     /// Suspends until `shutdown` has finished.
