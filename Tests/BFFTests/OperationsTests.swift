@@ -83,6 +83,24 @@ struct OperationsTests {
                 "\(h.logs.captured)")
     }
 
+    @Test("a read cut off by a stop is logged as the stop's 503, not as the EHR's 502, and is in the audit trail with no answer")
+    func readCutOffByStop() async throws {
+        let h = try await BFFHarness.start()
+        let browser = Browser(client: h.client)
+        let (_, launch) = try await h.standaloneLogin(browser)
+        await h.sandbox.state.setFHIRDelay(.seconds(3))
+        let read = Task { try? await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch).status }
+        try await h.waitForSandbox { await $0.fhirRequests == 1 }
+        await h.bff.shutdown(gracePeriod: .milliseconds(200))
+        #expect(await read.value == nil, "the browser's connection is closed, with no answer")
+        await h.sandbox.shutdown()
+        defer { h.database.pool.close() }
+        let line = try #require(h.logs.captured.first { $0.contains("\"http.route\":\"/fhir/*\"") }, "\(h.logs.captured)")
+        #expect(line.contains("\"http.status\":\"503\""), "\(line)")
+        #expect(!h.logs.captured.contains { $0.contains("FHIR requests to the EHR fail") }, "not the EHR's failure: \(h.logs.captured)")
+        #expect(try await h.database.store.auditEntries(since: nil).map(\.upstreamStatus) == [0])
+    }
+
     @Test("an EHR whose JWKS is down: login refused 401, and /readyz and a warning say why; the JWKS is tried again after the re-fetch interval, not at every sign-in")
     func jwksDown() async throws {
         // The next sign-in comes well within it, even on a loaded machine (6 s was exceeded

@@ -55,6 +55,12 @@ enum Problems {
                   detail: "Reads cannot be recorded in the audit trail right now, so none are made; the session is kept, try again.")
     }
 
+    /// A read cut off by this process's stop (its connection is closed by then).
+    static func stopping() -> HTTPError {
+        HTTPError(.serviceUnavailable, type: base + "stopping", title: "Stopping",
+                  detail: "smart-bff stopped while the EHR was answering; try again.")
+    }
+
     static func upstream(_ status: HTTPStatus, _ detail: String) -> HTTPError {
         HTTPError(status, type: base + (status.code == 504 ? "upstream-timeout" : "upstream-unavailable"), detail: detail)
     }

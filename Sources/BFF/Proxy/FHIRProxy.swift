@@ -178,6 +178,10 @@ struct FHIRProxy: Sendable {
             auditRecorder(request: request, launch: launch, target: target, status: FHIRProxy.noAnswer, at: askedAt).complete(0)
             if Task.isCancelled { throw CancellationError() } // the browser went: no fault of the EHR's
             services.metrics.recordUpstreamError(FHIRProxy.errorKind(error))
+            // This process is stopping: the HTTP client went with the server's I/O threads,
+            // after the browser's connection was closed. Logged and counted as such, not as
+            // the EHR's failure (no browser gets this answer).
+            if error.isCancelled { throw Problems.stopping() }
             if !error.isTruncated && !error.isCancelled { services.upstreamFailures.failed(iss: iss, detail: error.debugDescription, now: services.now()) }
             if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR did not answer in time.") }
             throw Problems.upstream(.badGateway, "The EHR could not be reached or answered badly.")
