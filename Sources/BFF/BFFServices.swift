@@ -51,7 +51,8 @@ public final class BFFServices: Sendable {
         metadata = EHRMetadata(client: http)
         tokenClient = TokenClient(client: http)
         jwks = JWKSCache(refetchInterval: jwksRefetchInterval, maxAge: jwksMaxAge) { url in
-            let response = try await http.execute(HTTPClientRequest(url: url, headers: [("Accept", "application/json")]))
+            let response = try await http.execute(HTTPClientRequest(url: url, headers: [("Accept", "application/json")],
+                                                                    maxBodyBytes: EHRMetadata.maxDocumentBytes))
             guard response.status == 200 else { throw SMARTError(.discovery, "JWKS answered HTTP \(response.status)") }
             return response.body
         }

@@ -124,7 +124,7 @@ public actor EHRMetadata {
         if smart.status == 200 {
             config = try SMARTConfiguration.parseSMARTConfiguration(smart.body)
         } else if EHRMetadata.saysNone(smart.status) {
-            let metadata = try await get(iss + "/metadata", client: client)
+            let metadata = try await get(iss + "/metadata", client: client, maxBodyBytes: nil)
             guard metadata.status == 200 else {
                 throw SMARTError(.discovery, "no smart-configuration (HTTP \(smart.status)) and no metadata (HTTP \(metadata.status))")
             }
@@ -155,9 +155,17 @@ public actor EHRMetadata {
         [400, 404, 405, 406, 410, 501].contains(status)
     }
 
-    private static func get(_ url: String, client: HTTPClient) async throws(SMARTError) -> HTTPClientResponse {
+    /// The largest `.well-known` document or JWKS read: they come to a few kilobytes (a JWKS of
+    /// several keys with certificate chains, tens). A CapabilityStatement, which lists every
+    /// resource and operation, may take the client's own limit (16 MiB).
+    public static let maxDocumentBytes = 1 << 20
+
+    private static func get(_ url: String, client: HTTPClient, maxBodyBytes: Int? = maxDocumentBytes) async throws(SMARTError) -> HTTPClientResponse {
         do {
-            return try await client.execute(HTTPClientRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
+            return try await client.execute(HTTPClientRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
+                                                              maxBodyBytes: maxBodyBytes))
+        } catch where error.isBodyTooLarge {
+            throw SMARTError(.discovery, "\(url) answered with more than \((maxBodyBytes ?? 0) >> 20) MiB", cause: error)
         } catch {
             throw SMARTError(error.isTimeout ? .timeout : .discovery, "discovery request failed: \(error.failure)", cause: error)
         }

@@ -137,6 +137,17 @@ struct LaunchFlowTests {
         #expect(login.status == 502 && login.text.contains("EHR discovery failed"), "\(login.status) \(login.text)")
     }
 
+    @Test("a smart-configuration over 1 MiB fails discovery (502 at login), and /readyz says it was too large")
+    func bloatedDiscovery() async throws {
+        let h = try await BFFHarness.start(sandbox: { $0.smartConfigurationMembers = ["padding": String(repeating: "x", count: 2 << 20)] })
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        let login = try await browser.request(h.baseURL + "/login")
+        #expect(login.status == 502 && login.text.contains("EHR discovery failed"), "\(login.status) \(login.text)")
+        let ready = try await browser.request(h.baseURL + "/readyz").text
+        #expect(ready.contains("smart-configuration answered with more than 1 MiB"), "\(ready)")
+    }
+
     @Test("a parameter given twice (RFC 6749 §3.1) at /launch, /login or /callback is 400; at /callback the state is not used up", arguments: [
         "code", "state", "iss", "error",
     ])
