@@ -83,6 +83,7 @@ struct FHIRProxyTests {
         "/fhir?_getpages=5f1c", "/fhir/?_getpages=AAAAAAAAAAAAAAAAAAAAAA.5f1c",
         // Page parameters on any other path: HAPI would page there too, with no check of the id.
         "/fhir/$x?_getpages=5f1c&_getpagesoffset=20", "/fhir/Patient?%5Fgetpages=5f1c",
+        "/fhir/Patient?_count=1;_getpages=5f1c",
     ])
     func pathSafety(_ path: String) async throws {
         let h = try await BFFHarness.start()
@@ -140,6 +141,16 @@ struct FHIRProxyTests {
         #expect(try await browser.api(h.baseURL + "/fhir/Condition?patient=pat-1", launch: launch).status == 403)
         #expect(try await browser.api(h.baseURL + "/fhir/MedicationRequest/med-1-1", launch: launch).status == 403)
         #expect(try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&category=vital-signs", launch: launch).status == 403)
+        // The restriction met only after a `;`: an EHR that splits at `&` alone (HAPI FHIR, Go,
+        // Python) reads `_count` = `50;category=laboratory` and applies no category.
+        for query in ["_count=50;category=laboratory", "code:not=x;category=laboratory"] {
+            let hidden = try await browser.api(h.baseURL + "/fhir/Observation?patient=pat-1&" + query, launch: launch)
+            #expect(hidden.status == 403 && hidden.text.contains("/problems/scope"), "\(query): \(hidden.status)")
+        }
+        // A reverse chain after a forward link says whether the patient has such a Condition.
+        let chained = try await browser.api(h.baseURL + "/fhir/Observation?category=laboratory&subject:Patient._has:Condition:subject:code=x",
+                                            launch: launch)
+        #expect(chained.status == 403 && chained.text.contains("filtering on Condition data"), "\(chained.status): \(chained.text)")
         // Paths under a granted type whose results are other types, or any type.
         for path in ["Patient/pat-1/Condition", "Patient/pat-1/Observation?category=vital-signs", "Patient/pat-1/$everything",
                      "Patient/$match", "_history", "$export",

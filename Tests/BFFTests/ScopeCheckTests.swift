@@ -191,6 +191,7 @@ struct IncludedResourceScopeTests {
         let query: Query = [
             ("_has:Observation:patient:code", "1234-5"), ("_HAS:Condition:subject:_has:Observation:focus:code:text", "x"),
             ("_has:Observation:patient:subject:Patient.name", "x"), ("_has:Observation", "x"), ("_has:observation:patient:code", "x"),
+            ("subject:Patient._has:Condition:subject:code", "x"), ("subject._HAS:Observation:subject:patient:Patient.name", "x"),
             ("subject:Patient.name", "x"), ("subject.name", "x"), ("organization:Organization.partof:Organization.name:exact", "x"),
             ("_filter", "name eq x"), ("code:text", "x"), ("value-quantity", "5.4|http://unitsofmeasure.org|mg"),
         ]
@@ -201,6 +202,11 @@ struct IncludedResourceScopeTests {
             ("_has:Observation:patient:subject:Patient.name", .filtered("Observation")),
             ("_has:Observation:patient:subject:Patient.name", .filtered("Patient")),
             ("_has:Observation", .filteredUntyped), ("_has:observation:patient:code", .filteredUntyped),
+            ("subject:Patient._has:Condition:subject:code", .filtered("Patient")),
+            ("subject:Patient._has:Condition:subject:code", .filtered("Condition")),
+            ("subject._HAS:Observation:subject:patient:Patient.name", .filteredUntyped),
+            ("subject._HAS:Observation:subject:patient:Patient.name", .filtered("Observation")),
+            ("subject._HAS:Observation:subject:patient:Patient.name", .filtered("Patient")),
             ("subject:Patient.name", .filtered("Patient")), ("subject.name", .filteredUntyped),
             ("organization:Organization.partof:Organization.name:exact", .filtered("Organization")),
             ("organization:Organization.partof:Organization.name:exact", .filtered("Organization")),

@@ -105,8 +105,16 @@ struct FHIRProxy: Sendable {
 
     /// The path's resources, and those the query reaches besides (`FHIRQueryReach`), must be
     /// within the launch's scopes.
+    /// A query with `;` is checked as split at `&` alone and as split at `;` too: the EHR may
+    /// read it either way, and each reading must be allowed (`scopeCheckedItems`).
     private func checkScopes(_ scopes: SMARTScopes, path: String, request: Request) throws {
-        let query = FHIRProxy.scopeCheckedItems(request.query)
+        try checkScopes(scopes, path: path, query: FHIRProxy.scopeCheckedItems(request.query, splittingAtSemicolons: false))
+        if request.query?.utf8.contains(UInt8(ascii: ";")) == true {
+            try checkScopes(scopes, path: path, query: FHIRProxy.scopeCheckedItems(request.query, splittingAtSemicolons: true))
+        }
+    }
+
+    private func checkScopes(_ scopes: SMARTScopes, path: String, query: [(name: String, value: String)]) throws {
         switch FHIRInteraction(path: path).access {
         case .open:
             break
@@ -133,14 +141,15 @@ struct FHIRProxy: Sendable {
         if let refused = FHIRQueryReach.firstRefused(in: query, by: scopes) { throw Problems.outsideScopes(refused.refusal) }
     }
 
-    /// The query's pairs as the scope check reads them: split at `;` as well as `&`, as some
-    /// servers split queries (older Python, Go before 1.17, older Rack).
-    /// A parameter such as `_revinclude` after a `;` is then checked, whichever way the EHR
-    /// reads it; where it does not split there, the check is only stricter.
+    /// The query's pairs as the scope check reads them: split at `&`, and with
+    /// `splittingAtSemicolons` at `;` as well, as some servers split queries (older Python, Go
+    /// before 1.17, older Rack). A query is checked both ways: a parameter such as
+    /// `_revinclude` after a `;` is refused, and so is a restriction met only after one
+    /// (`_count=5;category=laboratory`), which an EHR that does not split there never applies.
     /// (`FHIRPath.problem` saw to it that every pair decodes.)
-    static func scopeCheckedItems(_ query: String?) -> [(name: String, value: String)] {
+    static func scopeCheckedItems(_ query: String?, splittingAtSemicolons: Bool) -> [(name: String, value: String)] {
         guard let query else { return [] }
-        return query.split(whereSeparator: { $0 == "&" || $0 == ";" }).compactMap { pair in
+        return query.split(whereSeparator: { $0 == "&" || (splittingAtSemicolons && $0 == ";") }).compactMap { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = PercentEncoding.decodeFormComponent(parts[0]),
                   let value = parts.count > 1 ? PercentEncoding.decodeFormComponent(parts[1]) : "" else { return nil }

@@ -125,13 +125,26 @@ struct FHIRQueryReach: Equatable {
     }
 
     /// A chained parameter, `reference[:Type].…param`: each link but the last reaches the
-    /// type its reference points at (named by `:Type`, or any). Nothing for a plain parameter.
+    /// type its reference points at (named by `:Type`, or any). A link that is a reverse chain
+    /// (`subject:Patient._has:Condition:subject:code`, which HAPI FHIR takes) reaches what
+    /// `reverseChain` says, with the links after it. Nothing for a plain parameter.
     private static func chain(_ name: Substring) -> [Kind] {
         guard name.contains(".") else { return [] }
-        return name.split(separator: ".", omittingEmptySubsequences: false).dropLast().map { link in
+        let links = name.split(separator: ".", omittingEmptySubsequences: false)
+        var reached: [Kind] = []
+        for (index, link) in links.enumerated() {
             let parts = link.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count == 2, !parts[0].isEmpty, FHIRInteraction.isResourceType(parts[1].utf8) else { return .filteredUntyped }
-            return .filtered(String(parts[1]))
+            if parts[0].lowercased() == "_has" {
+                let rest = links[index...].joined(separator: ".")
+                return reached + reverseChain(rest.split(separator: ":", omittingEmptySubsequences: false).dropFirst())
+            }
+            guard index < links.count - 1 else { break }
+            guard parts.count == 2, !parts[0].isEmpty, FHIRInteraction.isResourceType(parts[1].utf8) else {
+                reached.append(.filteredUntyped)
+                continue
+            }
+            reached.append(.filtered(String(parts[1])))
         }
+        return reached
     }
 }
