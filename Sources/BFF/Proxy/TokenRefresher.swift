@@ -75,14 +75,22 @@ actor TokenRefresher {
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
         // No refresh token came with it: nothing to refresh early; it serves until it expires.
         if current.refreshToken == nil, !rejected, !TokenRefresher.hasExpired(current, now: services.now()) { return current }
+        // A refresh made early, before the token expires: should it fail for now (the EHR
+        // down or slow, this process stopping), the token still serves until it expires.
+        let early = !rejected && !TokenRefresher.hasExpired(current, now: services.now())
         if stopping.load(ordering: .relaxed) && inFlight[launch.idHash] == nil {
+            if early { return current }
             throw TokenRefresher.unavailable(SMARTError(.timeout, "smart-bff is stopping"))
         }
         let task = inFlight[launch.idHash] ?? start(launch, seen: current.version, rejected: rejected)
         do {
             return try await RefreshDeadline(deadline).wait(for: task) // each caller waits its own time
-        } catch let error as SMARTError {
-            throw TokenRefresher.unavailable(error) // the deadline passed; the refresh goes on
+        } catch let error as SMARTError { // the deadline passed; the refresh goes on
+            if early && !TokenRefresher.hasExpired(current, now: services.now()) { return current }
+            throw TokenRefresher.unavailable(error)
+        } catch let error as HTTPError where error.type == TokenRefresher.unavailableType {
+            if early && !TokenRefresher.hasExpired(current, now: services.now()) { return current }
+            throw error
         }
     }
 
@@ -129,9 +137,11 @@ actor TokenRefresher {
         services.proxyCache.invalidate(launchHash: launchHash) // new tokens, or the launch ended
     }
 
+    private static let unavailableType = Problems.base + "refresh-unavailable"
+
     /// The 503 of a refresh that could not be made now: the session is kept.
     private static func unavailable(_ error: SMARTError) -> HTTPError {
-        HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
+        HTTPError(.serviceUnavailable, type: unavailableType,
                   detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
     }
 
