@@ -65,6 +65,9 @@ public struct IDTokenValidator: Sendable {
             guard let t = nbf.doubleValue, t <= now + leeway else { throw .claim("nbf", "is in the future or not a number") }
         }
         guard let sub = c["sub"]?.stringValue, !sub.isEmpty else { throw .claim("sub", "is missing or empty") }
+        // An identifier, stored and audited as text: a control character (U+0000 above all,
+        // which PostgreSQL stores in no text column) is nothing an EHR means.
+        guard !IDTokenValidator.holdsControl(sub) else { throw .claim("sub", "holds a control character") }
         if let nonce {
             guard let sent = c["nonce"]?.stringValue, constantTimeEquals(Array(sent.utf8), Array(nonce.utf8)) else {
                 throw .claim("nonce", "does not match the request")
@@ -72,7 +75,15 @@ public struct IDTokenValidator: Sendable {
         } else if c["nonce"] != nil {
             throw .claim("nonce", "present although none was sent")
         }
-        if let fhirUser = c["fhirUser"], fhirUser.stringValue == nil { throw .claim("fhirUser", "is not a string") }
+        if let fhirUser = c["fhirUser"] {
+            guard let url = fhirUser.stringValue else { throw .claim("fhirUser", "is not a string") }
+            guard !IDTokenValidator.holdsControl(url) else { throw .claim("fhirUser", "holds a control character") }
+        }
         return IDTokenClaims(subject: sub, fhirUser: c["fhirUser"]?.stringValue, claims: c)
+    }
+
+    /// Whether `text` holds a C0 control character or DEL.
+    static func holdsControl(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 }

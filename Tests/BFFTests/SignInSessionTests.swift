@@ -233,4 +233,16 @@ extension SignInSessionTests {
         try await h.waitForSandbox(within: .seconds(10)) { await $0.revocations >= 2 } // after the answer
         #expect(await h.sandbox.state.revocations == 2)
     }
+
+    @Test("an ID token whose sub holds a control character (U+0000, which PostgreSQL cannot store) is refused: 401, no session, not a 500")
+    func controlCharacterInSubject() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let browser = Browser(client: h.client)
+        await h.sandbox.state.setIDTokenSubject("user-1\u{0}x")
+        let (page, launch) = try await h.standaloneLogin(browser)
+        #expect(page.status == 401 && page.text.contains("id-token") && launch == nil, "\(page.status): \(page.text)")
+        #expect(browser.cookieValues["bff_session"] == nil)
+        #expect(!h.logs.captured.contains { $0.contains("unhandled error") }, "\(h.logs.captured)")
+    }
 }

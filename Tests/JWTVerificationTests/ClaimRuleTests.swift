@@ -85,6 +85,13 @@ struct ClaimRuleTests {
         try await f.expectClaimRejected("sub", [("sub", 42)])
     }
 
+    @Test("sub and fhirUser hold no control character") func controlCharacters() async throws {
+        for bad in ["user\u{0}1", "user\n1", "user\u{7F}"] {
+            try await f.expectClaimRejected("sub", [("sub", .string(bad))])
+            try await f.expectClaimRejected("fhirUser", [("fhirUser", .string("Practitioner/" + bad))])
+        }
+    }
+
     @Test("nonce must equal the one sent") func nonceMismatch() async throws {
         try await f.expectClaimRejected("nonce", [("nonce", "other")])
         try await f.expectClaimRejected("nonce", [("nonce", "n-1234")])
