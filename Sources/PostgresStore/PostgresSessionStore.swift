@@ -71,8 +71,11 @@ public final class PostgresSessionStore: SessionStore {
             let linked = try await self.linkedSession(bindings, now: now, on: c)
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []
-            for previous in [linked, previousSessionID.map(Identifier.hash)].compactMap({ $0 }) {
-                ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, now: now, on: c)
+            if let linked {
+                ended += try await self.takeOver(linked, into: hash, sameUserAs: launch, provenBrowser: true, now: now, on: c)
+            }
+            if let previous = previousSessionID.map(Identifier.hash) {
+                ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, provenBrowser: false, now: now, on: c)
             }
             try await self.insertLaunch(launch, tokens: tokens, sealed: sealed, sessionHash: hash, on: c)
             try await self.link(bindings, to: hash, now: now, on: c)
@@ -151,9 +154,22 @@ public final class PostgresSessionStore: SessionStore {
     /// with the rest and remembers it as replaced by `next`; returns the rest with their
     /// tokens. The row lock makes a concurrent sign-in from the same browser wait; it then
     /// follows the replacement to `next`.
-    private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, now: Date,
+    ///
+    /// A replaced identifier from the cookie (`provenBrowser` false) proves only that its
+    /// bearer once held that session: the one that replaced it is taken over only when it
+    /// holds no other user's launch. Otherwise a stale or stolen identifier, signed in
+    /// anywhere, would end whoever signed in after it on a shared workstation. Sign-in
+    /// bindings (`linkedSession`) prove the browser, and are followed as they lead.
+    private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, provenBrowser: Bool, now: Date,
                           on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
         guard let live = try await liveSuccessor(of: previous, now: now, on: c), live != next else { return [] }
+        if live != previous && !provenBrowser {
+            let others = try await c.query("""
+                SELECT 1 FROM launches
+                WHERE session_hash = \(live) AND NOT (iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> '') LIMIT 1
+                """)
+            guard others.isEmpty else { return [] }
+        }
         _ = try await c.query("""
             UPDATE launches SET session_hash = \(next)
             WHERE session_hash = \(live) AND iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> ''

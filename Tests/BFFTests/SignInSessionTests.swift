@@ -245,4 +245,28 @@ extension SignInSessionTests {
         #expect(browser.cookieValues["bff_session"] == nil)
         #expect(!h.logs.captured.contains { $0.contains("unhandled error") }, "\(h.logs.captured)")
     }
+
+    @Test("a replaced session identifier signed in elsewhere (a copied cookie from a shared workstation) does not end the other user's session that replaced it")
+    func staleIdentifierElsewhere() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let kiosk = Browser(client: h.client)
+        _ = try await h.standaloneLogin(kiosk, patient: "pat-1") // the first user
+        let stale = try #require(kiosk.cookieValues["bff_session"])
+        await h.sandbox.state.setIDTokenSubject("user-prac-2")
+        let (_, second) = try await h.standaloneLogin(kiosk, patient: "pat-2") // the next user, same browser
+        try await h.waitForSandbox(within: .seconds(10)) { await $0.revocations >= 2 } // the first user's launch ended
+        await h.sandbox.state.resetCounters()
+
+        let elsewhere = Browser(client: h.client)
+        elsewhere.setCookie("bff_session", stale)
+        await h.sandbox.state.setIDTokenSubject("user-prac-1")
+        let (page, own) = try await h.standaloneLogin(elsewhere, patient: "pat-3")
+        #expect(page.status == 302 && own != nil, "\(page.status): \(page.text)")
+        #expect(try await kiosk.api(h.baseURL + "/session", launch: second).status == 200, "the second user's session")
+        #expect(try await kiosk.api(h.baseURL + "/fhir/Patient/pat-2", launch: second).status == 200)
+        #expect(try await elsewhere.api(h.baseURL + "/session", launch: own).status == 200)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await h.sandbox.state.revocations == 0, "no token of the second user's was revoked")
+    }
 }
