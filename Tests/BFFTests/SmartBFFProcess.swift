@@ -21,16 +21,17 @@ final class SmartBFFProcess: Sendable {
             .deletingLastPathComponent().appendingPathComponent("smart-bff")
     }
 
-    /// `smart-bff serve` on `port`, configured by `environment` and the port.
-    static func serve(port: Int, log: URL, environment: [String: String]) throws -> SmartBFFProcess {
+    /// `smart-bff serve` on `port`, configured by `environment` and the port; standard error
+    /// to `errorPath` when given, else to `log` too.
+    static func serve(port: Int, log: URL, environment: [String: String], errorPath: String? = nil) throws -> SmartBFFProcess {
         try start(["serve"], port: port, log: log, environment: environment.merging(
-            ["BFF_LISTEN": "127.0.0.1:\(port)", "BFF_PUBLIC_URL": "http://127.0.0.1:\(port)"]) { $1 })
+            ["BFF_LISTEN": "127.0.0.1:\(port)", "BFF_PUBLIC_URL": "http://127.0.0.1:\(port)"]) { $1 }, errorPath: errorPath)
     }
 
     /// `smart-bff <arguments>`, listening on `port`; with `openFileLimit`, under that limit
     /// on open descriptors (soft and hard: the process cannot raise it).
     static func start(_ arguments: [String], port: Int, log: URL, environment: [String: String] = [:],
-                      openFileLimit: Int? = nil) throws -> SmartBFFProcess {
+                      openFileLimit: Int? = nil, errorPath: String? = nil) throws -> SmartBFFProcess {
         let executable = SmartBFFProcess.executable
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw Failure(what: "\(executable.path): build the smart-bff product first (scripts/test does)")
@@ -42,7 +43,7 @@ final class SmartBFFProcess: Sendable {
             try ChildProcess("/bin/sh", ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments,
                              environment: environment, outputPath: log.path, program: executable.path)
         } else {
-            try ChildProcess(executable.path, arguments, environment: environment, outputPath: log.path)
+            try ChildProcess(executable.path, arguments, environment: environment, outputPath: log.path, errorPath: errorPath)
         }
         return SmartBFFProcess(port: port, log: log, process: process)
     }

@@ -65,7 +65,8 @@ public struct JSONLogHandler: LogHandler {
     }
 }
 
-/// Where log lines go: standard error, or memory (tests read it back).
+/// Where log lines go: standard error (through `StandardErrorWriter`, never blocking the
+/// caller), or memory (tests read it back).
 public final class LogSink: Sendable {
     private let lines = Mutex<[String]>([])
     private let toStandardError: Bool
@@ -76,7 +77,7 @@ public final class LogSink: Sendable {
 
     func write(_ line: String) {
         if toStandardError {
-            FileHandle.standardError.write(Data(line.utf8))
+            StandardErrorWriter.shared.write(line)
         } else {
             lines.withLock { $0.append(line) }
         }

@@ -1,0 +1,110 @@
+import BFFTesting
+import Cryptography
+import Foundation
+import Testing
+
+/// `smart-bff serve` as an operator runs it: its stop signals, and its log's reader.
+@Suite("serve as a process")
+struct ServeProcessTests {
+    /// A throwaway database, an issuers file and `serve` on a port of its own, its standard
+    /// error to `errorPath` when given.
+    private struct Fixture {
+        let database: TestDatabase
+        let folder: URL
+        let bff: SmartBFFProcess
+
+        static func start(errorPath: String? = nil) async throws -> Fixture {
+            let database = try await TestDatabase.make(poolSize: 2)
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let issuers = folder.appendingPathComponent("issuers.json")
+            try Data(#"[{"iss": "http://127.0.0.1:9/fhir", "client_id": "test-app"}]"#.utf8).write(to: issuers)
+            let port = PortAllocator.next()
+            let bff = try SmartBFFProcess.serve(port: port, log: folder.appendingPathComponent("bff.log"), environment: [
+                "DATABASE_URL": database.url, "BFF_ISSUERS_FILE": issuers.path,
+                "BFF_TOKEN_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
+                "BFF_MIGRATIONS_DIR": RepositoryPaths.migrations.path,
+            ], errorPath: errorPath)
+            try await bff.waitUntilListening()
+            return Fixture(database: database, folder: folder, bff: bff)
+        }
+
+        func stop() async {
+            await bff.stop()
+            database.pool.close()
+            try? FileManager.default.removeItem(at: folder)
+        }
+
+        /// `GET /healthz` on a connection of its own: the status, or nil without an answer in 5 s.
+        func healthz() async throws -> Int? {
+            try await runBlocking { [port = bff.port] () throws -> Int? in
+                let client = try RawHTTPClient(port: port, timeout: 5)
+                defer { client.close() }
+                client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return client.readResponse()?.status
+            }
+        }
+    }
+
+    @Test("a second stop signal closes the connections the drain waits for at once, and the stop still ends cleanly (status 0, last line shut down)")
+    func secondSignalHastensTheStop() async throws {
+        let f = try await Fixture.start()
+        defer { Task { await f.stop() } }
+        let bff = f.bff
+        // Until it has started (the `serving` line, then the handler's set-up), a signal ends it at once.
+        for _ in 0..<100 where !bff.logText.contains("\"serving\"") { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .milliseconds(200))
+
+        // A request whose head is still coming: the drain waits for it (up to 10 s, the grace
+        // period and the head's read timeout alike).
+        let client = try RawHTTPClient(port: bff.port, timeout: 30)
+        defer { client.close() }
+        client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        bff.signalStop()
+        for _ in 0..<100 where !bff.logText.contains("\"draining\"") { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await bff.exitStatus(within: .seconds(1)) == nil, "the first signal waits for the request: \(bff.logTail)")
+
+        bff.signalStop()
+        let status = try await bff.exitStatus(within: .seconds(5))
+        #expect(status == 0, "stopped within 5 s of the second signal, cleanly: \(bff.logTail)")
+        #expect(bff.logText.contains("second stop signal: closing open connections now"), "\(bff.logTail)")
+        let last = bff.logText.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.contains("\"shut down\"") && last.contains("\"audit.lost_entries\":\"0\""), "\(last)")
+    }
+
+    @Test("a log reader that stops reading (a full pipe) holds nothing up: every request is answered, and a stop still ends the process")
+    func stalledLogReader() async throws {
+        let fifo = NSTemporaryDirectory() + "smart-bff-stderr-\(UUID().uuidString)"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC) // held open, never read: the pipe fills (64 KiB)
+        defer { close(reader) }
+        let f = try await Fixture.start(errorPath: fifo)
+        defer { Task { await f.stop() } }
+        // A request line is about 230 bytes: 600 of them are twice what the pipe holds.
+        var answered = 0
+        while answered < 600, try await f.healthz() == 200 { answered += 1 }
+        #expect(answered == 600)
+        f.bff.signalStop()
+        #expect(try await f.bff.exitStatus(within: .seconds(15)) != nil, "a stop with lines it cannot write")
+    }
+
+    @Test("a log reader that goes away (a closed pipe) ends nothing: requests go on being answered, and the stop is clean")
+    func closedLogReader() async throws {
+        let fifo = NSTemporaryDirectory() + "smart-bff-stderr-\(UUID().uuidString)"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        let f = try await Fixture.start(errorPath: fifo)
+        defer { Task { await f.stop() } }
+        #expect(try await f.healthz() == 200)
+        close(reader) // every write now fails with EPIPE
+        var answered = 0
+        while answered < 50, (try? await f.healthz()) == 200 { answered += 1 }
+        #expect(answered == 50)
+        #expect(f.bff.isRunning)
+        try await Task.sleep(for: .milliseconds(300)) // past the start's immediate-exit window
+        f.bff.signalStop()
+        #expect(try await f.bff.exitStatus(within: .seconds(15)) == 0)
+    }
+}
