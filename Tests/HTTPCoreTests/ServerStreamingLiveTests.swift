@@ -28,6 +28,32 @@ struct ServerStreamingLiveTests {
         }
     }
 
+    @Test("a streamed 204 or 304 (a proxied EHR answer with its Content-Length) goes out with no Content-Length, and the connection stays usable; a HEAD's 200 keeps its length")
+    func bodylessStatusesCarryNoLength() async throws {
+        var router = Router()
+        for (path, status) in [("/no-content", HTTPStatus.noContent), ("/not-modified", HTTPStatus(code: 304)), ("/ok", .ok)] {
+            router.on("GET", path) { _ in Response(status: status, body: .stream(length: 5) { writer in try await writer.write(Array("abcde".utf8)) }) }
+        }
+        let server = try TestHTTPServer.start(router: router)
+        let port = server.port
+        let answers = try await runBlocking { () throws -> [RawHTTPClient.RawResponse?] in
+            let c = try RawHTTPClient(port: port, timeout: 10)
+            c.send(get("/no-content"))
+            let noContent = c.readResponse()
+            c.send(get("/not-modified"))
+            let notModified = c.readResponse()
+            c.send("HEAD /ok HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let head = c.readResponse(isHead: true)
+            c.send(get("/ok"))
+            return [noContent, notModified, head, c.readResponse()]
+        }
+        await server.shutdown(gracePeriod: .milliseconds(200))
+        #expect(answers.map { $0?.status } == [204, 304, 200, 200])
+        #expect(answers[0]?["Content-Length"] == nil && answers[1]?["Content-Length"] == nil, "\(answers.map { $0?.headers })")
+        #expect(answers[2]?["Content-Length"] == "5")
+        #expect(answers[3]?.text == "abcde")
+    }
+
     @Test("a body writer kept past its response cannot write into the next response on the connection")
     func writerBoundToItsResponse() async throws {
         let kept = Mutex<(any BodyWriter)?>(nil)

@@ -278,12 +278,14 @@ final class Connection: @unchecked Sendable {
     /// Queues `response` for writing.
     private func send(_ response: Response, version: HTTPVersion, isHead: Bool) {
         if server.isDraining { keepAliveAfterResponse = false }
-        let bodyless = isHead || response.status.code == 204 || response.status.code == 304 || response.status.code < 200
+        let code = response.status.code
+        // None on a 1xx or 204 (RFC 9110 §8.6: never), nor on a 304: it would have to be that
+        // of the 200, unknown here.
+        let lengthless = code == 204 || code == 304 || code < 200
+        let bodyless = isHead || lengthless
         switch response.body {
         case let .bytes(body):
-            // No length on a 304: it would have to be that of the 200 (RFC 9110 §8.6), unknown here.
-            let framing: ResponseHead.Framing = (response.status.code == 204 || response.status.code == 304 || response.status.code < 200)
-                ? .none : .length(body.count)
+            let framing: ResponseHead.Framing = lengthless ? .none : .length(body.count)
             ResponseHead.write(response, version: version, framing: framing, keepAlive: keepAliveAfterResponse,
                                date: loop.dateHeader, into: &output)
             if !bodyless { output.append(contentsOf: body) }
@@ -291,7 +293,7 @@ final class Connection: @unchecked Sendable {
         case let .stream(length, producer):
             let framing: ResponseHead.Framing
             if bodyless {
-                framing = length.map { .length($0) } ?? .none
+                framing = lengthless ? .none : length.map { .length($0) } ?? .none
             } else if let length {
                 framing = .length(length)
             } else if version == .http11 {
