@@ -8,6 +8,10 @@ public struct HTTPClientStreamingResponse: Sendable {
     /// the body. Nil for a chunked body (whatever `Content-Length` came with it: RFC 9112
     /// §6.3), one delimited by the close, and a response without a body (to HEAD, 204, 304).
     public var declaredLength: Int?
+    /// The body ends where the connection does (no length, not chunked): a close with no
+    /// error (a FIN; with TLS, after close_notify) ends it as complete, whether the upstream
+    /// finished it or stopped early. A proxy passing it on should not give it an end it lacks.
+    public var endsAtClose = false
     /// The body in pieces. It ends with an error if the upstream stopped early: a truncated
     /// body never ends cleanly.
     public var body: HTTPBodyStream

@@ -23,6 +23,10 @@ public struct Response: Sendable {
     public var status: HTTPStatus
     public var headers: HTTPHeaders
     public var body: ResponseBody
+    /// A streamed body without a length goes out delimited by the connection's close, even
+    /// to an HTTP/1.1 client (no chunked framing, which would give it a definite end): for a
+    /// body passed on whose own end only a close marks, complete or cut short alike.
+    public var endsAtClose = false
 
     public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: ResponseBody = .empty) {
         self.status = status

@@ -352,6 +352,21 @@ struct FHIRProxyTests {
         }
     }
 
+    @Test("a body the EHR delimits by closing its connection, which may be cut short, is passed on delimited by the close: never given a chunked end that would say it is complete")
+    func closeDelimitedBodyPassedOn() async throws {
+        let partial = #"{"resourceType":"Bundle","type":"searchset","entry":[{"resource":{"resourceType":"Patient","id":"#
+        let front = try RiggedEHRFront(path: "/fhir/Patient") { _ in
+            Array("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\n\r\n\(partial)".utf8) // then a plain close (FIN)
+        }
+        defer { front.shutdown() }
+        let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
+        defer { Task { await h.stop() } }
+        let page = try await browser.api(h.baseURL + "/fhir/Patient", launch: launch)
+        #expect(page.status == 200 && page.text == partial, "\(page.status): \(page.text)")
+        #expect(page.header("Transfer-Encoding") == nil && page.header("Content-Length") == nil, "\(page.headers)")
+        #expect(page.header("Connection")?.lowercased() == "close", "\(page.headers)")
+    }
+
     @Test("a passed field whose value is not UTF-8 (an ETag of Latin-1 bytes) is left out rather than altered: a changed validator would never match")
     func nonUTF8FieldDropped() async throws {
         let body = #"{"resourceType":"Patient","id":"e"}"#

@@ -301,6 +301,9 @@ struct FHIRProxy: Sendable {
             response.body = .bytes(mask.masked(whole: rewrite ? rewriter.rewrite(whole: bytes) : bytes))
             return response
         }
+        // A body the EHR ended by closing its connection may have been cut short, which its
+        // close does not say: passed on delimited the same way, not given a chunked end.
+        response.endsAtClose = upstream.endsAtClose
         response.body = .stream(length: rewrite ? nil : declared) { writer in
             var (rewriter, mask) = (rewriter, mask)
             var bytes: Int64 = 0

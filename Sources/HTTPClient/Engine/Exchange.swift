@@ -105,7 +105,7 @@ final class Exchange: @unchecked Sendable {
         delivery = nil
         continuation.resume(returning: .success(
             HTTPClientStreamingResponse(status: head.status, headers: head.headers, declaredLength: parser.declaredLength,
-                                        body: HTTPBodyStream(buffer: bodyBuffer))))
+                                        endsAtClose: parser.bodyEndsAtClose, body: HTTPBodyStream(buffer: bodyBuffer))))
     }
 
     /// Loop thread: ends the exchange once, resuming the caller or ending the body stream.

@@ -66,6 +66,8 @@ struct ResponseParser {
     var isComplete: Bool { state == .done }
     /// The body has no declared length: the end of the connection ends it.
     var isDelimitedByClose: Bool { state == .untilClose }
+    /// The head said so (no length, not chunked), whether or not the close has come since.
+    private(set) var bodyEndsAtClose = false
 
     init(requestMethod: String) {
         isResponseToHEAD = requestMethod == "HEAD"
@@ -245,6 +247,7 @@ struct ResponseParser {
             state = length == 0 ? .done : .fixed(remaining: length)
         } else {
             allowsReuse = false
+            bodyEndsAtClose = true
             state = .untilClose
         }
     }

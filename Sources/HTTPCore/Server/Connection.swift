@@ -296,7 +296,7 @@ final class Connection: @unchecked Sendable {
                 framing = lengthless ? .none : length.map { .length($0) } ?? .none
             } else if let length {
                 framing = .length(length)
-            } else if version == .http11 {
+            } else if version == .http11 && !response.endsAtClose {
                 framing = .chunked
             } else {
                 framing = .closeDelimited
