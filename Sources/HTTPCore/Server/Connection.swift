@@ -68,6 +68,8 @@ final class Connection: @unchecked Sendable {
     /// Output waiting for the socket beyond which a streaming producer waits until the client
     /// has read more.
     static let highWater = 256 * 1024
+    /// The most output storage a connection keeps between responses.
+    static let idleOutputCapacity = 16 * 1024
     /// Output waiting for the socket beyond which pipelined requests wait unparsed until the
     /// client has read more. Small: a client that pipelines requests and reads nothing (an
     /// attacker with many connections) makes the server hold this much per connection, not
@@ -424,7 +426,9 @@ final class Connection: @unchecked Sendable {
                 return
             }
         }
-        output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
+        // A stream's pieces reuse up to 64 KiB (as before); between responses a connection keeps
+        // 16 KiB at most, so that thousands idle after a large answer do not each keep its size.
+        output.removeAll(keepingCapacity: output.capacity <= (streamWriter == nil ? Connection.idleOutputCapacity : 64 * 1024))
         outputOffset = 0
         if let waiter = drainWaiter {
             drainWaiter = nil
