@@ -72,10 +72,10 @@ public final class PostgresSessionStore: SessionStore {
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []
             if let linked {
-                ended += try await self.takeOver(linked, into: hash, sameUserAs: launch, provenBrowser: true, now: now, on: c)
+                ended += try await self.takeOver(linked, into: hash, sameUserAs: launch, fromLiveCookie: false, now: now, on: c)
             }
             if let previous = previousSessionID.map(Identifier.hash) {
-                ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, provenBrowser: false, now: now, on: c)
+                ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, fromLiveCookie: true, now: now, on: c)
             }
             try await self.insertLaunch(launch, tokens: tokens, sealed: sealed, sessionHash: hash, on: c)
             try await self.link(bindings, to: hash, now: now, on: c)
@@ -155,15 +155,18 @@ public final class PostgresSessionStore: SessionStore {
     /// tokens. The row lock makes a concurrent sign-in from the same browser wait; it then
     /// follows the replacement to `next`.
     ///
-    /// A replaced identifier from the cookie (`provenBrowser` false) proves only that its
-    /// bearer once held that session: the one that replaced it is taken over only when it
-    /// holds no other user's launch. Otherwise a stale or stolen identifier, signed in
-    /// anywhere, would end whoever signed in after it on a shared workstation. Sign-in
-    /// bindings (`linkedSession`) prove the browser, and are followed as they lead.
-    private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, provenBrowser: Bool, now: Date,
+    /// Only the session the browser's cookie names, live, ends other users' launches (a
+    /// shared workstation's next sign-in): that cookie is the session's own credential. One
+    /// found otherwise, through a replaced identifier (`retired_sessions`) or a login cookie's
+    /// binding (`linkedSession`), is taken over only when it holds no other user's launch:
+    /// both are bearer values that a user may have copied off a shared workstation, and
+    /// signed in anywhere they would end whoever signed in there after. (Two users' sign-ins
+    /// overlapping in one browser then keep two sessions; the one whose cookie the browser
+    /// loses ends by its idle timeout, its tokens revoked then.)
+    private func takeOver(_ previous: String, into next: String, sameUserAs launch: LaunchRecord, fromLiveCookie: Bool, now: Date,
                           on c: PooledConnection) async throws -> [(LaunchRecord, TokenSet)] {
         guard let live = try await liveSuccessor(of: previous, now: now, on: c), live != next else { return [] }
-        if live != previous && !provenBrowser {
+        if live != previous || !fromLiveCookie {
             let others = try await c.query("""
                 SELECT 1 FROM launches
                 WHERE session_hash = \(live) AND NOT (iss = \(launch.iss) AND sub = \(launch.sub) AND sub <> '') LIMIT 1

@@ -269,4 +269,26 @@ extension SignInSessionTests {
         try await Task.sleep(for: .milliseconds(300))
         #expect(await h.sandbox.state.revocations == 0, "no token of the second user's was revoked")
     }
+
+    @Test("a login cookie left on a shared workstation (a sign-in begun and abandoned), copied and signed in elsewhere, does not end the session of the user who signed in there after")
+    func abandonedLoginCookieElsewhere() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let kiosk = Browser(client: h.client)
+        _ = try await h.approvedCallback(kiosk, patient: "pat-1") // the first user begins, and walks away
+        let leftover = kiosk.cookieValues.filter { $0.key.hasPrefix("bff_login_") }
+        #expect(leftover.count == 1)
+        await h.sandbox.state.setIDTokenSubject("user-prac-2")
+        let (_, second) = try await h.standaloneLogin(kiosk, patient: "pat-2") // its callback carries the leftover
+        await h.sandbox.state.resetCounters()
+
+        let elsewhere = Browser(client: h.client)
+        for (name, value) in leftover { elsewhere.setCookie(name, value) }
+        await h.sandbox.state.setIDTokenSubject("user-prac-1")
+        let (page, own) = try await h.standaloneLogin(elsewhere, patient: "pat-3")
+        #expect(page.status == 302 && own != nil, "\(page.status): \(page.text)")
+        #expect(try await kiosk.api(h.baseURL + "/session", launch: second).status == 200, "the second user's session")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await h.sandbox.state.revocations == 0, "no token of the second user's was revoked")
+    }
 }
