@@ -21,6 +21,8 @@ actor TokenRefresher {
     /// The refreshes under way in this process, by launch, each until the EHR has answered
     /// (or failed), whatever its callers' deadline.
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
+    /// When a refresh of each launch last failed (kept for `pauseAfterFailure`).
+    private var lastFailure: [String: ContinuousClock.Instant] = [:]
     /// Set when shutdown begins: no refresh starts, and none sends its request, any more.
     private nonisolated let stopping = Atomic<Bool>(false)
     /// The revocations of sessions ended on `invalid_grant`, which shutdown lets finish.
@@ -63,8 +65,9 @@ actor TokenRefresher {
         return min(margin, (lifetime ?? .infinity) / 2)
     }
 
-    /// The launch's tokens, refreshed first when they are about to expire. With
-    /// `staleVersion` (after an upstream 401), refreshes unless someone already did.
+    /// The launch's tokens: refreshed first once they have expired, or with `staleVersion`
+    /// (after an upstream 401) unless someone already did; about to expire, as they are,
+    /// while a refresh runs in the background.
     func tokens(for launch: LaunchRecord, staleVersion: Int? = nil) async throws -> TokenSet {
         guard let current = try await services.store.tokens(launchHash: launch.idHash) else {
             // Deleted since the launch was read (a logout elsewhere), or sealed under a key this instance lacks.
@@ -75,23 +78,36 @@ actor TokenRefresher {
         guard TokenRefresher.isExpiring(current.accessTokenExpiresAt, now: services.now(), margin: margin) || rejected else { return current }
         // No refresh token came with it: nothing to refresh early; it serves until it expires.
         if current.refreshToken == nil, !rejected, !TokenRefresher.hasExpired(current, now: services.now()) { return current }
-        // A refresh made early, before the token expires: should it fail for now (the EHR
-        // down or slow, this process stopping), the token still serves until it expires.
-        let early = !rejected && !TokenRefresher.hasExpired(current, now: services.now())
+        // Early, the token still serving: the refresh runs in the background, and reads go on
+        // with the token meanwhile, or, should the EHR not refresh it now (down, slow), until
+        // it expires. After a failure the next attempt waits `pauseAfterFailure`, so that a
+        // token endpoint in trouble is not asked at the rate of reads.
+        if !rejected && !TokenRefresher.hasExpired(current, now: services.now()) {
+            if inFlight[launch.idHash] == nil, !stopping.load(ordering: .relaxed), !failedRecently(launch.idHash) {
+                _ = start(launch, seen: current.version, rejected: false)
+            }
+            return current
+        }
         if stopping.load(ordering: .relaxed) && inFlight[launch.idHash] == nil {
-            if early { return current }
             throw TokenRefresher.unavailable(SMARTError(.timeout, "smart-bff is stopping"))
         }
         let task = inFlight[launch.idHash] ?? start(launch, seen: current.version, rejected: rejected)
         do {
             return try await RefreshDeadline(deadline).wait(for: task) // each caller waits its own time
-        } catch let error as SMARTError { // the deadline passed; the refresh goes on
-            if early && !TokenRefresher.hasExpired(current, now: services.now()) { return current }
-            throw TokenRefresher.unavailable(error)
-        } catch let error as HTTPError where error.type == TokenRefresher.unavailableType {
-            if early && !TokenRefresher.hasExpired(current, now: services.now()) { return current }
-            throw error
+        } catch let error as SMARTError {
+            throw TokenRefresher.unavailable(error) // the deadline passed; the refresh goes on
         }
+    }
+
+    /// How long after a failed refresh of a launch whose token still serves the next is tried.
+    static let pauseAfterFailure: Duration = .seconds(5)
+
+    /// Whether a refresh of `launchHash` failed within `pauseAfterFailure`.
+    private func failedRecently(_ launchHash: String) -> Bool {
+        guard let at = lastFailure[launchHash] else { return false }
+        if ContinuousClock.now - at < TokenRefresher.pauseAfterFailure { return true }
+        lastFailure[launchHash] = nil
+        return false
     }
 
     /// Starts refreshing `launch`, whose tokens were at version `seen`; it takes no slot
@@ -102,10 +118,10 @@ actor TokenRefresher {
             do {
                 let tokens = try await TokenRefresher.refresh(launch, seen: seen, rejected: rejected, services: services, gate: gate, deadline: deadline,
                                                               background: background, isStopping: { [weak self] in self?.isStopping ?? true })
-                self.finished(launch.idHash)
+                self.finished(launch.idHash, failed: false)
                 return tokens
             } catch {
-                self.finished(launch.idHash)
+                self.finished(launch.idHash, failed: true)
                 throw error
             }
         }
@@ -132,8 +148,15 @@ actor TokenRefresher {
     }
 
     /// A refresh has ended: the next caller reads the tokens afresh.
-    private func finished(_ launchHash: String) {
+    private func finished(_ launchHash: String, failed: Bool) {
         inFlight[launchHash] = nil
+        if failed {
+            // Entries past their pause go as others fail: the map holds the launches failing now.
+            if lastFailure.count >= 1_000 { lastFailure = lastFailure.filter { ContinuousClock.now - $0.value < TokenRefresher.pauseAfterFailure } }
+            lastFailure[launchHash] = .now
+        } else {
+            lastFailure[launchHash] = nil
+        }
         services.proxyCache.invalidate(launchHash: launchHash) // new tokens, or the launch ended
     }
 
