@@ -55,6 +55,8 @@ public final class BFFRuntime: Sendable {
         /// How long after a fetch of an EHR's JWKS the next may start (`JWKSCache`'s `refetchInterval`).
         public var jwksRefetchInterval: Duration = .seconds(10)
         public var extraRoutes: @Sendable (inout Router) -> Void = { _ in }
+        /// Called once the server listens, before the `serving` line is logged.
+        public var whenListening: @Sendable () -> Void = {}
         public init() {}
     }
 
@@ -102,6 +104,7 @@ public final class BFFRuntime: Sendable {
         serverConfiguration.port = configuration.listenPort
         let server = HTTPServer(configuration: serverConfiguration, makeApplication: { app.makeHTTPApplication() }, logger: logger)
         try server.start()
+        options.whenListening()
         // What an operator checks first, and nothing secret (no database URL, key or client secret).
         logger.info("serving", metadata: [
             "bff.public_url": .string(configuration.publicURL),

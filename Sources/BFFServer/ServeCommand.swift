@@ -16,7 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw Resources.configurationError(error.problems + fileProblems)
         }
         if !fileProblems.isEmpty { throw Resources.configurationError(fileProblems) }
-        SignalHandling.exitOnTerminationUntilServing()
+        let signals = SignalHandling.catchTermination(exitingAtOnce: true)
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
         if let warning = ConnectionString.transportWarning(configuration.databaseURL.value) { logger.warning("\(warning)") }
@@ -28,12 +28,12 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let threads = configuration.ioThreads { options.server.eventLoops = threads }
         options.poolSize = configuration.databasePoolSize
+        options.whenListening = { signals.serving() } // before the `serving` line: a signal after it stops gracefully
         let runtime: BFFRuntime
         do { runtime = try await BFFRuntime.start(configuration: configuration, options: options, logger: logger) } catch {
             logger.critical("start-up failed", metadata: ["error": .string(StartupFailure.line(for: error))])
             throw ExitCode(1)
         }
-        let signals = SignalHandling.catchTermination()
         await signals.wait()
         Task { await signals.wait(count: 2); runtime.hurryShutdown() } // waits on until the process ends
         // A stop that lost PHI audit entries is a failed stop, for systemd and Kubernetes to record.

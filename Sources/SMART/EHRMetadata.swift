@@ -165,7 +165,8 @@ public actor EHRMetadata {
             return try await client.execute(HTTPClientRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
                                                               maxBodyBytes: maxBodyBytes))
         } catch where error.isBodyTooLarge {
-            throw SMARTError(.discovery, "\(url) answered with more than \((maxBodyBytes ?? 0) >> 20) MiB", cause: error)
+            let limit = maxBodyBytes.map { "\($0 >> 20) MiB" } ?? "the client's limit"
+            throw SMARTError(.discovery, "\(url) answered with more than \(limit)", cause: error)
         } catch {
             throw SMARTError(error.isTimeout ? .timeout : .discovery, "discovery request failed: \(error.failure)", cause: error)
         }

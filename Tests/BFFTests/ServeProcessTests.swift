@@ -2,6 +2,9 @@ import BFFTesting
 import Cryptography
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `smart-bff serve` as an operator runs it: its stop signals, and its log's reader.
 @Suite("serve as a process")
@@ -35,6 +38,20 @@ struct ServeProcessTests {
             try? FileManager.default.removeItem(at: folder)
         }
 
+        /// Reads the non-blocking `fd` (a FIFO the process logs to) until `text` has come, up
+        /// to 30 s; whether it came.
+        static func read(_ fd: Int32, until text: String) async throws -> Bool {
+            var seen: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            for _ in 0..<600 {
+                let n = Glibc.read(fd, &buffer, buffer.count)
+                if n > 0 { seen += buffer[..<n] }
+                if String(decoding: seen, as: UTF8.self).contains(text) { return true }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return false
+        }
+
         /// `GET /healthz` on a connection of its own: the status, or nil without an answer in 5 s.
         func healthz() async throws -> Int? {
             try await runBlocking { [port = bff.port] () throws -> Int? in
@@ -46,20 +63,26 @@ struct ServeProcessTests {
         }
     }
 
-    @Test("a second stop signal closes the connections the drain waits for at once, and the stop still ends cleanly (status 0, last line shut down)")
+    @Test("a second stop signal (not the same moment's: a closed terminal sends two) closes the connections the drain waits for at once, and the stop still ends cleanly (status 0, last line shut down)")
     func secondSignalHastensTheStop() async throws {
         let f = try await Fixture.start()
         defer { Task { await f.stop() } }
         let bff = f.bff
-        // Until it has started (the `serving` line, then the handler's set-up), a signal ends it at once.
-        for _ in 0..<100 where !bff.logText.contains("\"serving\"") { try await Task.sleep(for: .milliseconds(50)) }
-        try await Task.sleep(for: .milliseconds(200))
+        // Until it has started (the `serving` line), a signal ends it at once.
+        for _ in 0..<600 where !bff.logText.contains("\"serving\"") { try await Task.sleep(for: .milliseconds(50)) }
 
         // A request whose head is still coming: the drain waits for it (up to 10 s, the grace
         // period and the head's read timeout alike).
+        // (A first request answered on the connection: it has been accepted, not left in the
+        // listen backlog, which the stop resets.)
         let client = try RawHTTPClient(port: bff.port, timeout: 30)
         defer { client.close() }
+        client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(client.readResponse()?.status == 200)
         client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        // Two 0.1 s apart are one operator action (a closed terminal sends SIGHUP twice): one stop.
+        bff.signalStop()
+        try await Task.sleep(for: .milliseconds(100))
         bff.signalStop()
         for _ in 0..<100 where !bff.logText.contains("\"draining\"") { try await Task.sleep(for: .milliseconds(50)) }
         #expect(try await bff.exitStatus(within: .seconds(1)) == nil, "the first signal waits for the request: \(bff.logTail)")
@@ -81,6 +104,7 @@ struct ServeProcessTests {
         defer { close(reader) }
         let f = try await Fixture.start(errorPath: fifo)
         defer { Task { await f.stop() } }
+        #expect(try await Fixture.read(reader, until: "\"serving\""), "no serving line")
         // A request line is about 230 bytes: 600 of them are twice what the pipe holds.
         var answered = 0
         while answered < 600, try await f.healthz() == 200 { answered += 1 }
@@ -97,13 +121,13 @@ struct ServeProcessTests {
         let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         let f = try await Fixture.start(errorPath: fifo)
         defer { Task { await f.stop() } }
+        #expect(try await Fixture.read(reader, until: "\"serving\""), "no serving line")
         #expect(try await f.healthz() == 200)
         close(reader) // every write now fails with EPIPE
         var answered = 0
         while answered < 50, (try? await f.healthz()) == 200 { answered += 1 }
         #expect(answered == 50)
         #expect(f.bff.isRunning)
-        try await Task.sleep(for: .milliseconds(300)) // past the start's immediate-exit window
         f.bff.signalStop()
         #expect(try await f.bff.exitStatus(within: .seconds(15)) == 0)
     }
