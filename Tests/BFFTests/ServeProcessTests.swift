@@ -16,8 +16,10 @@ struct ServeProcessTests {
         let folder: URL
         let bff: SmartBFFProcess
 
-        static func start(errorPath: String? = nil) async throws -> Fixture {
+        static func start(errorPath: String? = nil, untilListening: Bool = true,
+                          before: (TestDatabase) async throws -> Void = { _ in }) async throws -> Fixture {
             let database = try await TestDatabase.make(poolSize: 2)
+            try await before(database)
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let issuers = folder.appendingPathComponent("issuers.json")
@@ -28,7 +30,7 @@ struct ServeProcessTests {
                 "BFF_TOKEN_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
                 "BFF_MIGRATIONS_DIR": RepositoryPaths.migrations.path,
             ], errorPath: errorPath)
-            try await bff.waitUntilListening()
+            if untilListening { try await bff.waitUntilListening() }
             return Fixture(database: database, folder: folder, bff: bff)
         }
 
@@ -93,6 +95,19 @@ struct ServeProcessTests {
         #expect(bff.logText.contains("second stop signal: closing open connections now"), "\(bff.logTail)")
         let last = bff.logText.split(separator: "\n").last.map(String.init) ?? ""
         #expect(last.contains("\"shut down\"") && last.contains("\"audit.lost_entries\":\"0\""), "\(last)")
+    }
+
+    @Test("a stop signal while serve has not started (migrations waiting for their lock) ends it at once, status 143")
+    func signalDuringStart() async throws {
+        // Held by a pooled connection of the test's: the migration in serve waits for it.
+        let f = try await Fixture.start(untilListening: false) { database in
+            _ = try await database.pool.query("SELECT pg_advisory_lock(\(0x5_3B_FF_01))")
+        }
+        defer { Task { await f.stop() } }
+        for _ in 0..<600 where !f.bff.logText.contains("waiting for the migration lock") { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(f.bff.logText.contains("waiting for the migration lock"), "\(f.bff.logTail)")
+        f.bff.signalStop()
+        #expect(try await f.bff.exitStatus(within: .seconds(5)) == 143, "\(f.bff.logTail)")
     }
 
     @Test("a log reader that stops reading (a full pipe) holds nothing up: every request is answered, and a stop still ends the process")
