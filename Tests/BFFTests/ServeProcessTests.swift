@@ -82,12 +82,18 @@ struct ServeProcessTests {
         client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(client.readResponse()?.status == 200)
         client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        // Two 0.1 s apart are one operator action (a closed terminal sends SIGHUP twice): one stop.
+        // Two 0.1 s apart are one operator action (a closed terminal sends SIGHUP twice): one
+        // stop. (A machine too loaded to send them within 0.3 s has the second count, as it
+        // should: then the check below is left out.)
+        let first = ContinuousClock.now
         bff.signalStop()
         try await Task.sleep(for: .milliseconds(100))
         bff.signalStop()
+        let apart = ContinuousClock.now - first
         for _ in 0..<100 where !bff.logText.contains("\"draining\"") { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(try await bff.exitStatus(within: .seconds(1)) == nil, "the first signal waits for the request: \(bff.logTail)")
+        if apart < .milliseconds(300) {
+            #expect(try await bff.exitStatus(within: .seconds(1)) == nil, "the first signal waits for the request: \(bff.logTail)")
+        }
 
         bff.signalStop()
         let status = try await bff.exitStatus(within: .seconds(5))
