@@ -45,7 +45,10 @@ final class TerminationSignals: @unchecked Sendable { // the sources are set onc
         exitsAtOnce = Atomic(exitingAtOnce)
         let queue = DispatchQueue(label: "signals")
         for sig in [SIGTERM, SIGINT, SIGHUP] {
-            signal(sig, SIG_IGN)
+            // Until Dispatch has its own handler in place (its manager thread installs it a
+            // moment after `resume`), one that ends the process: a signal in between is not
+            // lost (ignored, it would be), and at this point there is nothing to finish.
+            signal(sig) { received in _exit(128 + received) }
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler { [weak self] in self?.fire(sig) }
             source.resume()
