@@ -68,11 +68,11 @@ public final class PostgresSessionStore: SessionStore {
         let sealed = try sealTokens(tokens, launchHash: launch.idHash)
         let bindings = signIn.map { ([$0.binding] + $0.otherBindings).map(Identifier.hash) } ?? []
         return try await pool.withTransaction(limits: PostgresSessionStore.signInLimits) { c in
-            let linked = try await self.linkedSession(bindings, now: now, on: c)
+            let linked = try await self.linkedSessions(bindings, now: now, on: c)
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []
-            if let linked {
-                ended += try await self.takeOver(linked, into: hash, sameUserAs: launch, fromLiveCookie: false, now: now, on: c)
+            for session in linked {
+                ended += try await self.takeOver(session, into: hash, sameUserAs: launch, fromLiveCookie: false, now: now, on: c)
             }
             if let previous = previousSessionID.map(Identifier.hash) {
                 ended += try await self.takeOver(previous, into: hash, sameUserAs: launch, fromLiveCookie: true, now: now, on: c)
@@ -94,15 +94,17 @@ public final class PostgresSessionStore: SessionStore {
     /// (the callback fails, and its tokens go back to the EHR).
     static let signInLimits = "SET LOCAL lock_timeout = '15s'; SET LOCAL statement_timeout = '20s'"
 
-    /// Advisory locks of this class are taken on sign-ins' bindings (`linkedSession`).
+    /// Advisory locks of this class are taken on sign-ins' bindings (`linkedSessions`).
     static let signInLockClass = 0x4246_4653 // "BFFS"
 
-    /// The session most recently recorded under any of `bindings` (a sign-in's own and those
-    /// of its browser's other sign-ins under way) in the last 10 minutes, if any. Holds, to the
-    /// end of the transaction, a lock on each binding, taken in one order: of two overlapping
-    /// callbacks that share a binding, the second to lock finds the first's session recorded.
-    private func linkedSession(_ bindings: [String], now: Date, on c: PooledConnection) async throws -> String? {
-        guard !bindings.isEmpty else { return nil }
+    /// The sessions recorded under any of `bindings` (a sign-in's own and those of its
+    /// browser's other sign-ins under way) in the last 10 minutes, newest first: each is taken
+    /// over if it may be (`takeOver`), so that a binding a copied login cookie pointed at
+    /// another session elsewhere does not hide the one this browser's other tab recorded.
+    /// Holds, to the end of the transaction, a lock on each binding, taken in one order: of two
+    /// overlapping callbacks that share a binding, the second to lock finds the first's session.
+    private func linkedSessions(_ bindings: [String], now: Date, on c: PooledConnection) async throws -> [String] {
+        guard !bindings.isEmpty else { return [] }
         let keys = Set(bindings.map { Int(Int32(bitPattern: UInt32($0.prefix(8), radix: 16) ?? 0)) }).sorted()
         for key in keys {
             _ = try await c.query("SELECT pg_advisory_xact_lock(\(Self.signInLockClass), \(key)::int4)")
@@ -111,9 +113,11 @@ public final class PostgresSessionStore: SessionStore {
             SELECT session_hash FROM sign_in_sessions
             WHERE binding_hash = ANY(string_to_array(\(bindings.joined(separator: ",")), ','))
               AND created_at > to_timestamp(\(now.addingTimeInterval(-Self.retiredSessionMemory)))
-            ORDER BY created_at DESC LIMIT 1
+            ORDER BY created_at DESC
             """)
-        return try rows.first?.string(0)
+        var sessions: [String] = []
+        for row in rows where !sessions.contains(try row.string(0)) { sessions.append(try row.string(0)) }
+        return sessions
     }
 
     /// Records `session` under each of `bindings`, so that the browser's other sign-ins under
@@ -158,7 +162,7 @@ public final class PostgresSessionStore: SessionStore {
     /// Only the session the browser's cookie names, live, ends other users' launches (a
     /// shared workstation's next sign-in): that cookie is the session's own credential. One
     /// found otherwise, through a replaced identifier (`retired_sessions`) or a login cookie's
-    /// binding (`linkedSession`), is taken over only when it holds no other user's launch:
+    /// binding (`linkedSessions`), is taken over only when it holds no other user's launch:
     /// both are bearer values that a user may have copied off a shared workstation, and
     /// signed in anywhere they would end whoever signed in there after. (Two users' sign-ins
     /// overlapping in one browser then keep two sessions; the one whose cookie the browser

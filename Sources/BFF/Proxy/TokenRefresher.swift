@@ -23,6 +23,7 @@ actor TokenRefresher {
     private var inFlight: [String: Task<TokenSet, any Error>] = [:]
     /// When a refresh of each launch last failed (kept for `pauseAfterFailure`).
     private var lastFailure: [String: ContinuousClock.Instant] = [:]
+    private var pruneFailuresAt = 1_000
     /// Set when shutdown begins: no refresh starts, and none sends its request, any more.
     private nonisolated let stopping = Atomic<Bool>(false)
     /// The revocations of sessions ended on `invalid_grant`, which shutdown lets finish.
@@ -151,8 +152,12 @@ actor TokenRefresher {
     private func finished(_ launchHash: String, failed: Bool) {
         inFlight[launchHash] = nil
         if failed {
-            // Entries past their pause go as others fail: the map holds the launches failing now.
-            if lastFailure.count >= 1_000 { lastFailure = lastFailure.filter { ContinuousClock.now - $0.value < TokenRefresher.pauseAfterFailure } }
+            // Entries past their pause go as others fail, at twice the size the last pruning left:
+            // the map holds about the launches failing now, and is not rebuilt at every failure.
+            if lastFailure.count >= pruneFailuresAt {
+                lastFailure = lastFailure.filter { ContinuousClock.now - $0.value < TokenRefresher.pauseAfterFailure }
+                pruneFailuresAt = max(1_000, 2 * lastFailure.count)
+            }
             lastFailure[launchHash] = .now
         } else {
             lastFailure[launchHash] = nil
