@@ -111,12 +111,15 @@ public final class EmbeddedPostgres: Sendable {
         }
     }
 
+    /// Runs a PostgreSQL program in a session of its own: a Ctrl-C at the terminal (SIGINT to
+    /// the whole foreground group) reaches the demo, which stops the cluster and deletes it,
+    /// and not initdb or the server, which it would kill halfway.
     private func run(_ program: String, _ arguments: [String]) throws {
         let executable = EmbeddedPostgres.binaries + "/" + program
         if getuid() == 0 {
-            try Subprocess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            try Subprocess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments, newSession: true)
         } else {
-            try Subprocess.run(executable, arguments)
+            try Subprocess.run(executable, arguments, newSession: true)
         }
     }
 }

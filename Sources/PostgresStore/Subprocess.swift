@@ -13,12 +13,13 @@ public enum Subprocess {
         public let description: String
     }
 
-    /// Runs `executable` with `arguments`; output goes to `logPath` (or /dev/null).
+    /// Runs `executable` with `arguments`; output goes to `logPath` (or /dev/null); with
+    /// `newSession`, in a session of its own (see `spawn`).
     /// Throws when the program exits non-zero, with its output.
-    public static func run(_ executable: String, _ arguments: [String], logPath: String? = nil) throws {
+    public static func run(_ executable: String, _ arguments: [String], logPath: String? = nil, newSession: Bool = false) throws {
         let log = logPath ?? NSTemporaryDirectory() + "smart-bff-cmd-\(UUID().uuidString).log"
         defer { if logPath == nil { try? FileManager.default.removeItem(atPath: log) } }
-        let pid = try spawn(executable, arguments, outputPath: log)
+        let pid = try spawn(executable, arguments, outputPath: log, newSession: newSession)
         let status = waitForExit(pid)
         guard status == 0 else {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
