@@ -21,6 +21,7 @@ struct SandboxCommand: AsyncParsableCommand {
 
     func run() async throws {
         _ = LogSetup.bootstrap(level: "info")
+        let signals = SignalHandling.catchTermination() // caught before it listens: a stop then is graceful too
         var options = SandboxEHR.Options()
         options.host = host
         options.port = port
@@ -29,7 +30,7 @@ struct SandboxCommand: AsyncParsableCommand {
         options.clients = [SandboxClient(id: clientID, redirectURIs: redirectURI)]
         let sandbox = try await SandboxEHR.start(options: options)
         FileHandle.standardOutput.write(Data("sandbox EHR: FHIR base \(sandbox.fhirBaseURL) (client \(clientID))\n".utf8))
-        await SignalHandling.waitForTermination()
+        await signals.wait()
         await sandbox.shutdown()
     }
 }

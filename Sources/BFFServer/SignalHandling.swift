@@ -6,11 +6,6 @@ import Glibc
 /// Waits for SIGTERM, SIGINT or SIGHUP (a closed terminal), the signals that start a
 /// graceful shutdown: the demo's PostgreSQL is stopped and deleted, the audit trail written.
 enum SignalHandling {
-    /// Returns once one of the signals has come (the sandbox, which has nothing to hurry).
-    static func waitForTermination() async {
-        await catchTermination().wait()
-    }
-
     /// From now on SIGTERM, SIGINT and SIGHUP are caught: the caller looks at `received`
     /// between its steps (the demo, whose throwaway cluster must be deleted however early it
     /// is stopped), `wait`s for one once it serves, and for a second while it stops. With
@@ -47,7 +42,8 @@ final class TerminationSignals: @unchecked Sendable { // the sources are set onc
         for sig in [SIGTERM, SIGINT, SIGHUP] {
             // Until Dispatch has its own handler in place (its manager thread installs it a
             // moment after `resume`), one that ends the process: a signal in between is not
-            // lost (ignored, it would be), and at this point there is nothing to finish.
+            // lost (ignored, it would be). Callers catch signals before they start anything
+            // that would need finishing.
             signal(sig) { received in _exit(128 + received) }
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler { [weak self] in self?.fire(sig) }

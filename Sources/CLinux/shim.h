@@ -14,9 +14,24 @@ static inline int bff_accept4(int fd, int flags) { return accept4(fd, (struct so
 /* glibc 2.34+: the child closes every descriptor from `from` on. Not in Glibc's module. */
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
 static inline int bff_spawn_close_from(posix_spawn_file_actions_t *actions, int from) { return posix_spawn_file_actions_addclosefrom_np(actions, from); }
-/* glibc 2.26+: the child starts a session of its own (POSIX_SPAWN_SETSID, a GNU flag), out of
-   reach of the terminal's signals and of a kill of our process group. */
-static inline int bff_spawnattr_set_new_session(posix_spawnattr_t *attr) { return posix_spawnattr_setflags(attr, 0x80); }
+/* The child starts with no signal blocked and SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGPIPE at
+   their default action, whatever the spawning thread blocks or this process ignores (a Dispatch
+   worker thread blocks them; SIGPIPE is ignored here); with `new_session`, in a session of its own
+   (glibc 2.26+'s POSIX_SPAWN_SETSID, a GNU flag), out of reach of the terminal's signals and of
+   a kill of our process group. */
+#include <signal.h>
+static inline int bff_spawnattr_set_clean_start(posix_spawnattr_t *attr, int new_session) {
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGTERM); sigaddset(&defaults, SIGINT); sigaddset(&defaults, SIGHUP);
+    sigaddset(&defaults, SIGQUIT); sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(attr, &none);
+    posix_spawnattr_setsigdefault(attr, &defaults);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (new_session) flags |= 0x80;
+    return posix_spawnattr_setflags(attr, flags);
+}
 /* The calling thread's name as `top -H` and /proc show it (at most 15 bytes); prctl is
    variadic, which Swift cannot call. */
 #include <sys/prctl.h>

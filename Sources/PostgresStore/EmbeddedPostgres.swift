@@ -61,7 +61,7 @@ public final class EmbeddedPostgres: Sendable {
         do {
             try FileManager.default.createDirectory(atPath: cluster.socketDirectory, withIntermediateDirectories: false,
                                                     attributes: [.posixPermissions: 0o700])
-            if getuid() == 0 { try Subprocess.run("/bin/chown", ["-R", "postgres", directory.path]) }
+            if getuid() == 0 { try Subprocess.run("/bin/chown", ["-R", "postgres", directory.path], newSession: true) }
             try cluster.run("initdb", ["-D", cluster.dataDirectory, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
             try cluster.startServer()
         } catch {

@@ -67,7 +67,21 @@ public final class PostgresSessionStore: SessionStore {
         let id = Identifier.make(), hash = Identifier.hash(id)
         let sealed = try sealTokens(tokens, launchHash: launch.idHash)
         let bindings = signIn.map { ([$0.binding] + $0.otherBindings).map(Identifier.hash) } ?? []
-        return try await pool.withTransaction(limits: PostgresSessionStore.signInLimits) { c in
+        // Two overlapping sign-ins may lock the same sessions in different orders (one reached
+        // through its successor, the cookie's last): PostgreSQL then aborts one (40P01), which
+        // goes again once, the other done by then.
+        do {
+            return try await startSessionOnce(id: id, hash: hash, launch: launch, tokens: tokens, sealed: sealed, previousSessionID: previousSessionID,
+                                              bindings: bindings, ttl: ttl, now: now)
+        } catch let error as PostgresError where error.sqlState == "40P01" {
+            return try await startSessionOnce(id: id, hash: hash, launch: launch, tokens: tokens, sealed: sealed, previousSessionID: previousSessionID,
+                                              bindings: bindings, ttl: ttl, now: now)
+        }
+    }
+
+    private func startSessionOnce(id: String, hash: String, launch: LaunchRecord, tokens: TokenSet, sealed: SealedTokens, previousSessionID: String?,
+                                  bindings: [String], ttl: TimeInterval, now: Date) async throws -> (sessionID: String, ended: [(LaunchRecord, TokenSet)]) {
+        try await pool.withTransaction(limits: PostgresSessionStore.signInLimits) { c in
             let linked = try await self.linkedSessions(bindings, now: now, on: c)
             try await self.insertSession(hash: hash, ttl: ttl, now: now, on: c)
             var ended: [(LaunchRecord, TokenSet)] = []

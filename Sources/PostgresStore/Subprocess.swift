@@ -31,8 +31,10 @@ public enum Subprocess {
     /// standard input from descriptor `input` (or /dev/null), standard output appended to
     /// `outputPath`, standard error to `errorPath` (or with the output), and no other
     /// descriptor of ours: a server (PostgreSQL) started while connections are open would
-    /// otherwise hold any descriptor not marked close-on-exec for its lifetime. With
-    /// `newSession`, the child starts a session of its own (no terminal's signals reach it).
+    /// otherwise hold any descriptor not marked close-on-exec for its lifetime. It starts with
+    /// no signal blocked and the stop signals and SIGPIPE at their default action (a Dispatch
+    /// worker thread blocks them; this process ignores SIGPIPE). With `newSession`, the child
+    /// starts a session of its own (no terminal's signals reach it).
     /// The caller reaps the child (`waitForExit`).
     /// - Returns: the child's process id.
     public static func spawn(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
@@ -43,7 +45,7 @@ public enum Subprocess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        if newSession { bff_spawnattr_set_new_session(&attributes) }
+        bff_spawnattr_set_clean_start(&attributes, newSession ? 1 : 0)
         if let input {
             posix_spawn_file_actions_adddup2(&actions, input, 0)
         } else {
