@@ -6,3 +6,18 @@ func countedSeries(_ metrics: String, _ name: String) -> [String] {
         line.hasPrefix(name + "{") && !line.hasSuffix(" 0")
     }
 }
+
+extension Browser {
+    /// `/metrics` at `baseURL` once it holds the active-session gauge: a scrape waits 1 s at
+    /// most for the count, which a loaded machine may take longer to make (then the gauge is
+    /// left out of that scrape). Asks again for up to 20 s; the last text either way.
+    func metricsWithSessionCount(_ baseURL: String) async throws -> String {
+        var text = ""
+        for _ in 0..<100 {
+            text = try await request(baseURL + "/metrics").text
+            if text.contains("bff_active_sessions ") { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        return text
+    }
+}

@@ -19,7 +19,7 @@ struct OperationsTests {
         #expect(json["database"]?.stringValue == "up" && json["migrations"]?.stringValue == "current")
         #expect(json["issuers"]?.arrayValue?.first?["discovery"]?.stringValue == "ok")
         #expect(json["issuers"]?.arrayValue?.first?["jwks"]?.stringValue == "ok")
-        let metrics = try await browser.request(h.baseURL + "/metrics").text
+        let metrics = try await browser.metricsWithSessionCount(h.baseURL)
         #expect(metrics.contains("bff_http_requests_total{route=\"/callback\",status=\"302\"} 1"))
         #expect(metrics.contains("bff_active_sessions 1"))
         // Failure series are there before the first failure, at 0, for rate() and alerts to see it.

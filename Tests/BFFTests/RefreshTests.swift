@@ -39,14 +39,15 @@ struct RefreshTests {
         let h = try await BFFHarness.start()
         defer { Task { await h.stop() } }
         let browser = Browser(client: h.client)
-        // Refreshed early once 10 s are left: 9 s of slack for a loaded machine's slow refresh.
-        await h.sandbox.state.setAccessTokenLifetime(20)
+        // Refreshed early once 15 s are left: 14.5 s of slack for a loaded machine's slow refresh
+        // and reads (a full run has taken over 10 s).
+        await h.sandbox.state.setAccessTokenLifetime(30)
         let (_, launch) = try await h.standaloneLogin(browser)
         let signedIn = ContinuousClock.now
         await h.sandbox.state.setAccessTokenLifetime(3600)
         await h.sandbox.state.setTokenEndpointStatus(503)
         await h.sandbox.state.resetCounters()
-        try await Task.sleep(until: signedIn + .seconds(10.5))
+        try await Task.sleep(until: signedIn + .seconds(15.5))
         let early = try await browser.api(h.baseURL + "/fhir/Patient/pat-1", launch: launch)
         #expect(early.status == 200, "\(early.status): \(early.text)")
         try await h.waitForSandbox(within: .seconds(10)) { await $0.tokenRequests >= 1 } // in the background
