@@ -165,11 +165,9 @@ actor TokenRefresher {
         services.proxyCache.invalidate(launchHash: launchHash) // new tokens, or the launch ended
     }
 
-    private static let unavailableType = Problems.base + "refresh-unavailable"
-
     /// The 503 of a refresh that could not be made now: the session is kept.
     private static func unavailable(_ error: SMARTError) -> HTTPError {
-        HTTPError(.serviceUnavailable, type: unavailableType,
+        HTTPError(.serviceUnavailable, type: Problems.base + "refresh-unavailable",
                   detail: "The EHR could not refresh the access token (\(error.detail)); the session is kept, try again.")
     }
 
