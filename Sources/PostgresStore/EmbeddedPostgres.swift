@@ -113,13 +113,15 @@ public final class EmbeddedPostgres: Sendable {
 
     /// Runs a PostgreSQL program in a session of its own: a Ctrl-C at the terminal (SIGINT to
     /// the whole foreground group) reaches the demo, which stops the cluster and deletes it,
-    /// and not initdb or the server, which it would kill halfway.
+    /// and not initdb or the server, which it would kill halfway. Its output goes to a log in
+    /// the cluster's folder, deleted with it however the process ends (a killed one's too).
     private func run(_ program: String, _ arguments: [String]) throws {
         let executable = EmbeddedPostgres.binaries + "/" + program
+        let log = directory.appendingPathComponent("\(program).log").path
         if getuid() == 0 {
-            try Subprocess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments, newSession: true)
+            try Subprocess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments, logPath: log, newSession: true)
         } else {
-            try Subprocess.run(executable, arguments, newSession: true)
+            try Subprocess.run(executable, arguments, logPath: log, newSession: true)
         }
     }
 }
