@@ -65,6 +65,10 @@ public enum ClientSigningKey: Sendable {
     /// Reads a PEM private key of either kind. An RSA key needs at least 2048 bits (RFC 7518
     /// §3.3, for RS384).
     public init(pem: String) throws(ClientKeyError) {
+        // PKCS#8 (`BEGIN ENCRYPTED PRIVATE KEY`) and traditional (`Proc-Type: 4,ENCRYPTED`).
+        if pem.contains("ENCRYPTED") {
+            throw ClientKeyError(description: "an encrypted private key (no pass phrase is asked for: store the key unencrypted, readable by smart-bff's user alone)")
+        }
         if let key = try? RSAPrivateKey(pem: pem) {
             let bits = key.publicKey.modulusBits
             guard bits >= 2048 else { throw ClientKeyError(description: "an RSA key of \(bits) bits (RS384 needs 2048 or more)") }

@@ -83,11 +83,14 @@ struct ConfigurationAndPolicyTests {
             do { _ = try BFFConfiguration.fromEnvironment(valid.merging(extra) { $1 }, readFile: { _ in issuers }); return [] } catch { return error.problems }
         }
         // A listen address that does not parse is BFF_LISTEN's problem alone, not the public URL derived from it.
-        for listen in [":19910", "::1:19910", "127.0.0.1:0", "127.0.0.1:65536"] {
+        for listen in [":19910", "::1:19910", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:+19910", "127.0.0.1:019910",
+                       "my host:19910", "127.0.0.1:19910 x"] {
             let found = problems(["BFF_LISTEN": listen])
             #expect(found.count == 1 && found[0].hasPrefix("BFF_LISTEN:"), "\(listen): \(found)")
         }
-        #expect(problems(["BFF_LISTEN": "[::1]:19910"]) == [])
+        for listen in ["[::1]:19910", "[fe80::1%eth0]:19910", "bff-0.internal:19910", "0.0.0.0:19910"] {
+            #expect(problems(["BFF_LISTEN": listen]) == [], "\(listen)")
+        }
         for url in ["http://127.0.0.1:19910/?x=1", "http://127.0.0.1:19910#f", "http://127.0.0.1:99999"] {
             let found = problems(["BFF_PUBLIC_URL": url])
             #expect(found.count == 1 && found[0].hasPrefix("BFF_PUBLIC_URL:"), "\(url): \(found)")
@@ -111,8 +114,11 @@ struct ConfigurationAndPolicyTests {
             #expect(found.count == 1 && found[0].hasPrefix("BFF_RETURN_ORIGINS:"), "\(origins): \(found)")
         }
         #expect(problems(["BFF_RETURN_ORIGINS": "https://app.example:8443, myapp:,"]) == [])
-        // A token key read from a file or a Kubernetes secret, trailing newline and all.
+        // Values read from a file or a Kubernetes secret, trailing newline and all.
+        let key = Data(repeating: 2, count: 32).base64EncodedString()
         #expect(problems(["BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString() + "\n"]) == [])
+        #expect(problems(["BFF_TOKEN_KEY_FALLBACKS": key + "\n", "BFF_SESSION_TTL": "3600\r\n", "DATABASE_URL": "postgresql:///bff\n",
+                          "BFF_RETURN_ORIGINS": "https://app.example\n,myapp:\n", "BFF_LISTEN": "127.0.0.1:19910\n"]) == [])
     }
 
     @Test("an origin with its scheme's default port is the origin without it: in BFF_RETURN_ORIGINS and in return_to alike")
@@ -188,6 +194,8 @@ struct ConfigurationAndPolicyTests {
         let brainpool = directory.appendingPathComponent("brainpool.pem").path, rsa1024 = directory.appendingPathComponent("rsa1024.pem").path
         try Self.brainpoolP384r1.write(toFile: brainpool, atomically: true, encoding: .utf8)
         try RSAPrivateKey.generate(bits: 1024).pem.write(toFile: rsa1024, atomically: true, encoding: .utf8)
+        let encrypted = Self.encryptedP384.indices.map { directory.appendingPathComponent("encrypted\($0).pem").path }
+        for (path, pem) in zip(encrypted, Self.encryptedP384) { try pem.write(toFile: path, atomically: true, encoding: .utf8) }
         func problems(_ entry: String) -> [String] {
             let env = ["DATABASE_URL": "postgresql:///bff", "BFF_ISSUERS_FILE": "/issuers",
                        "BFF_TOKEN_KEY": Data(repeating: 1, count: 32).base64EncodedString()]
@@ -225,7 +233,20 @@ struct ConfigurationAndPolicyTests {
             "{\(iss),\"private_key_file\":\"\(brainpool)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(brainpool) holds no RSA or P-384 private key in PEM",
             "{\(iss),\"private_key_file\":\"\(rsa1024)\",\"private_key_id\":\"k1\"}": "entry 0: private_key_file \(rsa1024) holds an RSA key of 1024 bits (RS384 needs 2048 or more)",
             "{\(iss),\"private_key_file\":\"\(directory.path)/none.pem\",\"private_key_id\":\"k1\"}": "entry 0: cannot read private_key_file \(directory.path)/none.pem",
+            // Blank is a mistake: an empty secret would make a confidential client, an empty scope a sign-in without openid.
+            "{\"iss\":\"https://ehr.example/fhir\",\"client_id\":\" \"}": #"entry 0: "client_id" is required"#,
+            "{\(iss),\"client_secret\":\"\"}": #"entry 0: "client_secret" is blank; leave it out, or give a value"#,
+            "{\(iss),\"scope\":\" \"}": #"entry 0: "scope" is blank; leave it out, or give a value"#,
+            "{\(iss),\"standalone_scope\":\"\"}": #"entry 0: "standalone_scope" is blank; leave it out, or give a value"#,
+            // The same EHR spelt twice: each would name the other's issuer in discovery, and every sign-in would fail.
+            "{\(iss)},{\"iss\":\"https://EHR.example:443/fhir/\",\"client_id\":\"app\"}": #"entry 1: "https://EHR.example:443/fhir/" is registered twice"#,
         ]
+        // An encrypted key: OpenSSL would ask for its pass phrase on the terminal, or read it from standard input.
+        for path in encrypted {
+            #expect(problems("{\(iss),\"private_key_file\":\"\(path)\",\"private_key_id\":\"k1\"}")
+                == ["BFF_ISSUERS_FILE: entry 0: private_key_file \(path) holds an encrypted private key (no pass phrase is asked for: store the key unencrypted, readable by smart-bff's user alone)"])
+        }
+        #expect(problems("{\(iss)},{\"iss\":\"https://ehr.example/fhir/r4\",\"client_id\":\"app\"}") == [], "another base on the same host")
         for (entry, problem) in refused { #expect(problems(entry) == ["BFF_ISSUERS_FILE: " + problem], "\(entry)") }
     }
 
@@ -337,10 +358,38 @@ struct ConfigurationAndPolicyTests {
         -----END PRIVATE KEY-----
 
         """
+
+    /// Throwaway P-384 keys under the pass phrase "secret" (`openssl genpkey … -aes256`, then
+    /// `openssl ec -aes256`): PKCS#8 and traditional encryption.
+    static let encryptedP384 = [
+        """
+        -----BEGIN ENCRYPTED PRIVATE KEY-----
+        MIIBHDBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI0LIKkKuF1BkCAggA
+        MAwGCCqGSIb3DQIJBQAwHQYJYIZIAWUDBAEqBBBjGZItq0LqnQRoHzc26NRnBIHA
+        tQX+WtxLPfkm6bOXZGDnHCLGDM2Xq6UOlawjm7MaU8HCkRAb6v3Q+E1XudZrS5o7
+        voW+LBBcXxXiEvK5HvGkQsSUKJu2m4oQf2SAHeIBQmDJCyhT1U8dbxspae901nCS
+        O2ITRFqfzFVfbdbRzA3B1/4MtyZ4GHOGgAwouymFAznIpV5ELtxpvw7TgUp0e4xg
+        mqBUO3H3K/bAwdNPkGO2m8cm8+GS45Khxlaiy/iXdacPZqOO/+bf6FJ6IUsfYVxQ
+        -----END ENCRYPTED PRIVATE KEY-----
+
+        """,
+        """
+        -----BEGIN EC PRIVATE KEY-----
+        Proc-Type: 4,ENCRYPTED
+        DEK-Info: AES-256-CBC,F442422595FE49115CD7507535DE1F5F
+
+        AN7Dc6UjtA1/EbDcCIERyJogX/5hJvOqYR6mmYLkWiYq1lPgRv/ZCtYB60umfCAS
+        BhrTRieYX0rjddj+SBtasQbPFnHE5/kgoG4620g8f1EUw0YCsBYou/UkA1MbJdog
+        GrhwS0eU9vJTeYCSW3uO9QlDJVxiPftnF0AuqFZGOL7VHemGOGPT+q4YgNY5r9jH
+        GS04iBjnpQCcdnoHhFYSbCXiuC2mDo7ukjx4ObJv+Lw=
+        -----END EC PRIVATE KEY-----
+
+        """,
+    ]
 }
 
 extension ConfigurationAndPolicyTests {
-    @Test("start-up warns of BFF_ variables it does not read, naming the setting meant, and of an http public URL on another host")
+    @Test("start-up warns of BFF_ variables it does not read, naming the setting meant, of an http public URL on another host, and of http return origins")
     func startUpWarnings() {
         let env = ["BFF_AUDIT_RETENTION": "3650", "BFF_TOKEN_KEY_FALLBACK": "x", "BFF_SESION_TTL": "600",
                    "BFF_LISTEN": "0.0.0.0:8080", "BFF_AUDIT_RETENTION_DAYS": "3650", "HOME": "/root"]
@@ -357,6 +406,9 @@ extension ConfigurationAndPolicyTests {
         for local in ["http://127.0.0.1:8080", "http://localhost:8080", "https://bff.example.org"] {
             #expect(BFFConfiguration.warnings([:], publicURL: local).isEmpty, "\(local)")
         }
+        #expect(BFFConfiguration.warnings(["BFF_RETURN_ORIGINS": "https://app.example, http://web.example:8000,http://localhost:3000,myapp:"],
+                                          publicURL: "https://bff.example.org")
+            == ["BFF_RETURN_ORIGINS lists http://web.example:8000: sign-ins return to a page sent in cleartext, which anyone on the network can alter"])
     }
 
     @Test("a CA file that holds revocation lists (not checked) or a private key (not read) is warned about at start; one of certificates only is not")

@@ -26,8 +26,10 @@ extension BFFConfiguration {
                                        readFile: (String) throws -> [UInt8] = { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) })
         throws(ConfigurationError) -> BFFConfiguration {
         var problems: [String] = []
+        // Values read from files and Kubernetes secrets often end in a newline: spaces and
+        // line ends around a value, or around a list's items, are no part of it.
         func value(_ name: String) -> String? {
-            guard let v = env[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            guard let v = env[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !v.isEmpty else { return nil }
             return v
         }
         func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) -> Int {
@@ -73,7 +75,7 @@ extension BFFConfiguration {
         }
 
         var tokenKey: [UInt8] = []
-        if let text = value("BFF_TOKEN_KEY")?.trimmingCharacters(in: .whitespacesAndNewlines) {
+        if let text = value("BFF_TOKEN_KEY") {
             if let bytes = Data(base64Encoded: text), bytes.count == 32 { tokenKey = Array(bytes) } else {
                 problems.append("BFF_TOKEN_KEY: expected base64 of exactly 32 random bytes (e.g. `openssl rand -base64 32`)")
             }
@@ -82,11 +84,9 @@ extension BFFConfiguration {
         }
 
         var fallbackKeys: [[UInt8]] = []
-        // (A key read from a file or a Kubernetes secret often ends in a newline: trimmed, as
-        // `value` trims spaces.)
         if let list = value("BFF_TOKEN_KEY_FALLBACKS") {
             for (index, item) in list.split(separator: ",").enumerated() {
-                let text = item.trimmingCharacters(in: .whitespaces)
+                let text = item.trimmingCharacters(in: .whitespacesAndNewlines)
                 if let bytes = Data(base64Encoded: text), bytes.count == 32 { fallbackKeys.append(Array(bytes)) } else {
                     problems.append("BFF_TOKEN_KEY_FALLBACKS: key \(index + 1) is not base64 of exactly 32 bytes")
                 }
@@ -96,7 +96,7 @@ extension BFFConfiguration {
         var returnOrigins = publicOrigin.map { [$0] } ?? []
         if let list = value("BFF_RETURN_ORIGINS") {
             returnOrigins = []
-            let items = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let items = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
             if items.isEmpty { problems.append("BFF_RETURN_ORIGINS: lists no origin or scheme (leave it unset for the BFF's own origin)") }
             for item in items {
                 if let o = Origin.of(item), isBareOrigin(item), publicURLProblem(item) == nil { returnOrigins.append(o) }
@@ -142,14 +142,27 @@ extension BFFConfiguration {
     }
 
     /// `host:port`, `[v6]:port`; an IPv6 address needs its brackets (`::1:8080` is ambiguous).
-    /// Port 0 is refused: the public URL and the redirect URI must name the port bound.
+    /// The host is a name or an address literal. The port is written plainly, as the default
+    /// public URL and the redirect URI repeat it (`+8080` or `08080` would not match an EHR's
+    /// registration), and 0 is refused: those URLs must name the port bound.
     static func parseListen(_ text: String) -> (String, Int)? {
         guard let colon = text.lastIndex(of: ":") else { return nil }
         var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) } else if host.contains(":") { return nil }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        let hostBytes: Set<UInt8>
+        if host.hasPrefix("["), host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            hostBytes = listenNameBytes.union(":%".utf8) // an IPv6 literal, a zone after %
+        } else {
+            hostBytes = listenNameBytes
+        }
+        let portText = text[text.index(after: colon)...]
+        guard !host.isEmpty, host.utf8.allSatisfy(hostBytes.contains),
+              let port = Int(portText), String(port) == portText, (1...65535).contains(port) else { return nil }
         return (host, port)
     }
+
+    /// Letters, digits, `-` and `.`: a host name or an IPv4 literal.
+    private static let listenNameBytes = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.".utf8)
 
     /// What is wrong with a `BFF_LOG_LEVEL` value (lower-cased), or nil.
     public static func logLevelProblem(_ level: String) -> String? {

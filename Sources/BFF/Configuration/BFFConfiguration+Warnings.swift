@@ -14,8 +14,9 @@ extension BFFConfiguration {
     /// What start-up should warn about, one line each: `BFF_` variables smart-bff does not
     /// read (a misspelt `BFF_AUDIT_RETENTION_DAYS` would otherwise leave the default in
     /// force, silently), and a public URL that browsers reach over plain http from another
-    /// host (the session cookie then lacks `Secure`), and a `BFF_TLS_CA_FILE` holding more
-    /// than certificates (see `caFileWarnings`). Not refused: an orchestrator may set
+    /// host (the session cookie then lacks `Secure`), a return origin in plain http off this
+    /// machine, and a `BFF_TLS_CA_FILE` holding more than certificates (see `caFileWarnings`).
+    /// Not refused: an orchestrator may set
     /// `BFF_`-named variables of its own (Kubernetes does, for a Service named bff).
     public static func warnings(_ env: [String: String] = ProcessInfo.processInfo.environment, publicURL: String,
                                 readFile: (String) throws -> [UInt8] = { try Array(Data(contentsOf: URL(fileURLWithPath: $0))) }) -> [String] {
@@ -27,6 +28,12 @@ extension BFFConfiguration {
         if let url = URLComponents(string: publicURL), url.scheme?.lowercased() == "http", let host = url.host,
            !URLPolicy.isLoopback(host) {
             lines.append("BFF_PUBLIC_URL is http on \(host): browsers send the session cookie in cleartext, and it cannot be Secure")
+        }
+        for origin in (env["BFF_RETURN_ORIGINS"] ?? "").split(separator: ",") {
+            let item = origin.trimmingCharacters(in: .whitespacesAndNewlines)
+            if let url = URLComponents(string: item), url.scheme?.lowercased() == "http", let host = url.host, !URLPolicy.isLoopback(host) {
+                lines.append("BFF_RETURN_ORIGINS lists \(item): sign-ins return to a page sent in cleartext, which anyone on the network can alter")
+            }
         }
         if let caFile = env["BFF_TLS_CA_FILE"], let pem = try? readFile(caFile) { lines += caFileWarnings(pem) }
         return lines

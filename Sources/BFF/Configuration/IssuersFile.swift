@@ -33,13 +33,15 @@ enum IssuersFile {
             guard URLPolicy.isUsableEndpoint(iss) else {
                 throw Problem(message: "\(at): \"iss\" \(iss) is cleartext http to a host that is not loopback; use https (http only for localhost, 127.0.0.0/8 or ::1)")
             }
-            guard let clientID = item["client_id"]?.stringValue, !clientID.isEmpty else {
+            guard let clientID = item["client_id"]?.stringValue, !isBlank(clientID) else {
                 throw Problem(message: "\(at): \"client_id\" is required")
             }
             var registration = IssuerRegistration(iss: iss, clientID: clientID)
-            if let secret = try string(item, "client_secret", at) { registration.clientSecret = Secret(secret) }
-            if let scope = try string(item, "scope", at) { registration.scope = scope }
-            if let scope = try string(item, "standalone_scope", at) { registration.standaloneScope = scope }
+            // Blank is a mistake, never a choice: an empty secret would make a confidential
+            // client of a public one, an empty scope a sign-in without openid (no ID token).
+            if let secret = try nonBlankString(item, "client_secret", at) { registration.clientSecret = Secret(secret) }
+            if let scope = try nonBlankString(item, "scope", at) { registration.scope = scope }
+            if let scope = try nonBlankString(item, "standalone_scope", at) { registration.standaloneScope = scope }
             if let issuer = try string(item, "id_token_issuer", at) {
                 // OpenID Connect: an https URL (http here only on loopback, for development)
                 // with no query or fragment, compared with `iss` exactly as written.
@@ -73,7 +75,11 @@ enum IssuersFile {
             if registration.privateKeyID == nil, try string(item, "private_key_id", at) != nil {
                 throw Problem(message: "\(at): \"private_key_id\" names the key of \"private_key_file\", which is missing")
             }
-            guard seen.insert(registration.iss).inserted else { throw Problem(message: "\(at): \"\(iss)\" is registered twice") }
+            // The same EHR however its URL is spelt (host case, default port): two registrations
+            // would name each other's issuer in discovery, and every sign-in would fail.
+            guard seen.insert(sameEHRKey(registration.iss)).inserted else {
+                throw Problem(message: "\(at): \"\(iss)\" is registered twice")
+            }
             result.append(registration)
         }
         return result
@@ -82,6 +88,21 @@ enum IssuersFile {
     /// The members an entry may have (CONTRACT.md, and `id_token_issuer`).
     static let knownMembers = ["iss", "client_id", "client_secret", "scope", "standalone_scope", "id_token_issuer",
                                "private_key_file", "private_key_id"]
+
+    /// `iss` as a comparable key: its origin (lower case, no default port) and its path.
+    private static func sameEHRKey(_ iss: String) -> String {
+        let path = URLComponents(string: iss)?.percentEncodedPath ?? iss
+        return (Origin.of(iss) ?? iss) + IssuerRegistration.normalize(path)
+    }
+
+    private static func isBlank(_ text: String) -> Bool { text.allSatisfy(\.isWhitespace) }
+
+    /// ``string(_:_:_:)``, refusing an empty or all-blank value.
+    private static func nonBlankString(_ item: JSONValue, _ name: String, _ at: String) throws -> String? {
+        guard let text = try string(item, name, at) else { return nil }
+        guard !isBlank(text) else { throw Problem(message: "\(at): \"\(name)\" is blank; leave it out, or give a value") }
+        return text
+    }
 
     /// The string member `name` of an entry; nil when absent or null. Any other type is
     /// refused rather than ignored (a `"client_secret": 123` would make a public client).

@@ -27,10 +27,12 @@ final class EVPKey: @unchecked Sendable {
     /// Largest signature in bytes.
     var signatureSize: Int { Int(EVP_PKEY_get_size(pointer)) }
 
-    /// Reads a PEM private key (PKCS#8 or traditional).
+    /// Reads a PEM private key (PKCS#8 or traditional). An encrypted key is refused: with no
+    /// pass-phrase callback OpenSSL would prompt on the terminal, or read standard input.
     static func privateKey(pem: String) throws(CryptoError) -> EVPKey {
         try withMemoryBIO(pem) { bio throws(CryptoError) in
-            guard let key = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else { throw .invalidKey("not a PEM private key") }
+            let noPassPhrase: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?) -> Int32 = { _, _, _, _ in 0 }
+            guard let key = PEM_read_bio_PrivateKey(bio, nil, noPassPhrase, nil) else { throw .invalidKey("not a PEM private key") }
             return EVPKey(takingOwnershipOf: key)
         }
     }
