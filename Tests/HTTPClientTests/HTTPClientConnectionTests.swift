@@ -57,6 +57,34 @@ struct HTTPClientConnectionTests {
         #expect(server.connectionCount == 2)
     }
 
+    /// A 204 or 304 whose fields frame a body, from a server that sends that body late: the
+    /// connection is not reused, so the body never becomes the next request's answer. A 304
+    /// that frames none keeps its connection.
+    @Test(arguments: [
+        ("HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\n", "ok", 2),
+        ("HTTP/1.1 304 Not Modified\r\nContent-Length: 2\r\n\r\n", "ok", 2),
+        ("HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", "2\r\nok\r\n0\r\n\r\n", 2),
+        ("HTTP/1.1 304 Not Modified\r\nETag: \"1\"\r\n\r\n", "", 1),
+    ])
+    func bodilessStatusFramingABodyEndsItsConnection(head: String, lateBody: String, connections: Int) async throws {
+        let server = try ScriptedServer { connection in
+            while let request = connection.readRequest() {
+                if request.target == "/first" {
+                    guard connection.write(head) else { return }
+                    Thread.sleep(forTimeInterval: 0.3) // after the client has taken the head as the whole response
+                    guard lateBody.isEmpty || connection.write(lateBody) else { return }
+                } else {
+                    guard connection.write(Self.ok) else { return }
+                }
+            }
+        }
+        let client = HTTPClient()
+        #expect(try await client.execute(HTTPClientRequest(url: server.baseURL + "/first")).body.isEmpty)
+        let get = try await client.execute(HTTPClientRequest(url: server.baseURL + "/second"))
+        #expect(get.status == 200 && get.body == Array("ok".utf8))
+        #expect(server.connectionCount == connections)
+    }
+
     /// The upstream reads the second request on a kept-alive connection, then closes it
     /// without answering: the race a client reusing a connection cannot avoid. A GET goes
     /// again on a fresh connection, once; a POST (not idempotent) fails and is never resent.

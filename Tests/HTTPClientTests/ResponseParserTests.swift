@@ -144,9 +144,9 @@ struct ResponseParserTests {
         Valid(name: "204",
               response: "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n",
               expected: Parsed(status: 204, headers: ["X-A: 1"], body: "")),
-        Valid(name: "304 with Content-Length",
+        Valid(name: "304 with Content-Length", // the representation's length; its body may follow late from a faulty server
               response: "HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nContent-Length: 1000\r\n\r\n",
-              expected: Parsed(status: 304, headers: ["ETag: \"v1\"", "Content-Length: 1000"], body: "")),
+              expected: Parsed(status: 304, headers: ["ETag: \"v1\"", "Content-Length: 1000"], body: "", allowsReuse: false)),
         Valid(name: "LF-only line ends",
               response: "HTTP/1.1 200 OK\nContent-Length: 3\nX-A: b\n\nabc",
               expected: Parsed(status: 200, headers: ["Content-Length: 3", "X-A: b"], body: "abc")),

@@ -238,6 +238,9 @@ struct ResponseParser {
             // arrive after the connection went back to the pool, to be read as the next
             // request's answer: a response to HEAD ends its connection.
             if isResponseToHEAD { allowsReuse = false }
+            // Likewise a 204 or 304 whose fields frame a body (a 204 must not, a 304's length
+            // is the representation's): a server that thinks it sends one may send it late.
+            if chunked || (length ?? 0) > 0 { allowsReuse = false }
             state = .done
         } else if chunked {
             if length != nil { allowsReuse = false } // both framings: chunked counts (RFC 9112 §6.3)
