@@ -100,6 +100,8 @@ final class BodyBuffer: Sendable {
         func resume() { client.resume(exchange) }
         /// Stops the exchange.
         func cancel() { client.cancel(exchange) }
+        /// Bounds the rest of the exchange by the total timeout.
+        func awaitWhole() { client.awaitWhole(exchange) }
     }
 
     private let state: Mutex<State>
@@ -207,6 +209,11 @@ final class BodyBuffer: Sendable {
             return .success(chunk)
         }
         return s.end.map { $0.map { nil } }
+    }
+
+    /// Consumer: the body is read whole from now on, within the exchange's total timeout.
+    func awaitWhole() {
+        state.withLock { $0.end == nil ? $0.controls : nil }?.awaitWhole()
     }
 
     /// Either side: stop the exchange (a no-op once it ended).

@@ -44,8 +44,11 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
     }
 
     /// Reads the rest of the body; more than `limit` bytes stop the transfer with
-    /// `HTTPClientError.bodyTooLarge`.
+    /// `HTTPClientError.bodyTooLarge`. As for a buffered request, the whole answer must have
+    /// arrived within `HTTPClient.Configuration.totalTimeout` of the request (else `isTimeout`):
+    /// a caller that passes nothing on until the end is not held longer by a trickle.
     public func collect(limit: Int = .max) async throws(HTTPClientError) -> [UInt8] {
+        buffer.awaitWhole()
         var all: [UInt8] = []
         while let chunk = try await next() {
             if chunk.count > limit - all.count {

@@ -55,8 +55,9 @@ public final class HTTPClient: Sendable {
         /// Time a whole buffered request (`execute`) may take, from the call to the last byte
         /// of the body, waiting for a connection included. An upstream that trickles its answer,
         /// a byte now and then within the read timeout, cannot hold the caller (a sign-in, a
-        /// token revocation) longer. Streamed responses (`stream`) have no such bound: a large
-        /// body may take long; the read and stall timeouts bound them. Default 60 s.
+        /// token revocation) longer. A streamed response (`stream`) has this long for its head,
+        /// and for its body too once the consumer asks for it whole (`HTTPBodyStream.collect`);
+        /// a body streamed on may take longer, bounded by the read and stall timeouts. Default 60 s.
         public var totalTimeout: Duration = .seconds(60)
         /// Connections at most per upstream host; further requests wait for one. Each event
         /// loop the client runs on keeps its own connections: a server's I/O threads share

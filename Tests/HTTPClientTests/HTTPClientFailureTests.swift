@@ -78,10 +78,12 @@ struct HTTPClientFailureTests {
     }
 
     /// An upstream that trickles its answer, a byte well within the read timeout each time,
-    /// holds a buffered request (a sign-in's token exchange, a JWKS fetch) no longer than the
-    /// total timeout; a streamed body, which may be large, is not cut by it.
-    @Test(arguments: Mode.allCases)
-    func tricklingAnswerEndsAtTheTotalTimeoutUnlessStreamed(mode: Mode) async throws {
+    /// holds a buffered request (a sign-in's token exchange, a JWKS fetch), or a streamed one
+    /// whose body is collected whole (a small FHIR read, passed on only at its end), no longer
+    /// than the total timeout; a streamed body read piece by piece, which may be large, is
+    /// not cut by it.
+    @Test(arguments: ["buffered", "collected", "streamed"])
+    func tricklingAnswerEndsAtTheTotalTimeoutUnlessStreamed(mode: String) async throws {
         let body = String(repeating: "x", count: 50)
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
@@ -95,17 +97,36 @@ struct HTTPClientFailureTests {
         configuration.readTimeout = .seconds(20) // never reached between bytes
         configuration.totalTimeout = .seconds(1)
         let client = HTTPClient(configuration: configuration)
-        switch mode {
-        case .buffered:
-            let error = await #expect(throws: HTTPClientError.self) {
-                try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode)
-            }
-            #expect(error?.isTimeout == true, "\(String(reflecting: error))")
-            // Without the total timeout the trickle ends after 5 s with the whole body, no error.
-            #expect(error.map { "\($0)" }?.contains("total timeout (1 s)") == true, "\(String(reflecting: error))")
-        case .streaming:
-            #expect(try await Self.run(client, HTTPClientRequest(url: server.baseURL + "/"), mode) == Array(body.utf8))
+        let request = HTTPClientRequest(url: server.baseURL + "/")
+        if mode == "streamed" {
+            #expect(try await Self.run(client, request, .streaming) == Array(body.utf8))
+            return
         }
+        let error = await #expect(throws: HTTPClientError.self) {
+            if mode == "buffered" { _ = try await client.execute(request) } else { _ = try await client.stream(request).body.collect() }
+        }
+        #expect(error?.isTimeout == true, "\(String(reflecting: error))")
+        // Without the total timeout the trickle ends after 5 s with the whole body, no error.
+        #expect(error.map { "\($0)" }?.contains("answer was not complete within the total timeout (1 s)") == true, "\(String(reflecting: error))")
+    }
+
+    /// A response head trickled a byte at a time holds a streamed request no longer than the
+    /// total timeout either: nothing is passed on before the head.
+    @Test func tricklingHeadEndsAtTheTotalTimeout() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            for byte in "HTTP/1.1 200 OK\r\nX-Padding: \(String(repeating: "p", count: 40))\r\nContent-Length: 2\r\n\r\nok".utf8 {
+                Thread.sleep(forTimeInterval: 0.1)
+                guard connection.write([byte]) else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.readTimeout = .seconds(20) // never reached between bytes
+        configuration.totalTimeout = .seconds(1)
+        let client = HTTPClient(configuration: configuration)
+        let error = await #expect(throws: HTTPClientError.self) { _ = try await client.stream(HTTPClientRequest(url: server.baseURL + "/")) }
+        #expect(error?.isTimeout == true, "\(String(reflecting: error))")
+        #expect(error.map { "\($0)" }?.contains("response head was not complete within the total timeout (1 s)") == true, "\(String(reflecting: error))")
     }
 
     @Test(arguments: Mode.allCases)

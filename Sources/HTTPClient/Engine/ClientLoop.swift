@@ -106,6 +106,16 @@ final class ClientLoop: @unchecked Sendable {
         }
     }
 
+    /// The consumer of `exchange`'s streaming body reads it whole: the answer must be complete
+    /// within the total timeout from the submission, as a buffered one.
+    func awaitWhole(_ exchange: Exchange) {
+        loop.execute { [self] in
+            guard active[ObjectIdentifier(exchange)] === exchange else { return }
+            exchange.totalDeadline = exchange.wholeDeadline
+            arm(exchange.totalDeadline)
+        }
+    }
+
     /// Reads on for an exchange paused because its consumer was behind.
     func resume(_ exchange: Exchange) {
         loop.execute { [self] in
@@ -139,10 +149,11 @@ final class ClientLoop: @unchecked Sendable {
         active[ObjectIdentifier(exchange)] = exchange
         exchange.deadline = loop.now + connectTimeout + readTimeout
         arm(exchange.deadline)
-        if exchange.bodyBuffer == nil {
-            exchange.totalDeadline = loop.now + totalTimeout
-            arm(exchange.totalDeadline)
-        }
+        // A buffered exchange, and a streaming one until its head arrives (then the head is
+        // handed over, and the body has the read and stall timeouts unless it is collected).
+        exchange.wholeDeadline = loop.now + totalTimeout
+        exchange.totalDeadline = exchange.wholeDeadline
+        arm(exchange.totalDeadline)
         let pool = pools[exchange.poolKey] ?? {
             let made = HostPool()
             pools[exchange.poolKey] = made
@@ -311,7 +322,8 @@ final class ClientLoop: @unchecked Sendable {
                 continue
             }
             if exchange.totalDeadline <= now {
-                end(exchange, .timedOut("the upstream's answer was not complete within the total timeout (\(Int(totalTimeout.rounded(.up))) s)"))
+                let part = exchange.parser.head == nil ? "response head" : "answer"
+                end(exchange, .timedOut("the upstream's \(part) was not complete within the total timeout (\(Int(totalTimeout.rounded(.up))) s)"))
                 continue
             }
             if exchange.paused {

@@ -34,9 +34,12 @@ final class Exchange: @unchecked Sendable {
     private(set) var parser: ResponseParser
     /// When, on the loop's clock, the exchange times out unless something arrives first.
     var deadline = Double.infinity
-    /// Buffered exchanges: when, on the loop's clock, the whole answer must have arrived
-    /// (`HTTPClient.Configuration.totalTimeout`), whatever `deadline` says.
+    /// When, on the loop's clock, the answer must be complete (`HTTPClient.Configuration.totalTimeout`
+    /// from the submission), whatever `deadline` says: `wholeDeadline` while the whole answer is
+    /// awaited (buffered, or a streaming body being collected), until then the head's.
     var totalDeadline = Double.infinity
+    /// The submission's time plus the total timeout.
+    var wholeDeadline = Double.infinity
     /// Reading is paused because the consumer is behind; `deadline` is then the stall
     /// deadline (the consumer's, not the upstream's), which the sweep moves on while the
     /// consumer keeps taking pieces (`BodyBuffer.lastTake`).
@@ -103,6 +106,7 @@ final class Exchange: @unchecked Sendable {
     func deliverHeadIfReady() {
         guard let head = parser.head, case let .streaming(continuation)? = delivery, let bodyBuffer else { return }
         delivery = nil
+        totalDeadline = .infinity // the body streams on, unless its consumer collects it (`ClientLoop.awaitWhole`)
         continuation.resume(returning: .success(
             HTTPClientStreamingResponse(status: head.status, headers: head.headers, declaredLength: parser.declaredLength,
                                         endsAtClose: parser.bodyEndsAtClose, body: HTTPBodyStream(buffer: bodyBuffer))))
