@@ -109,7 +109,7 @@ public final class BFFRuntime: Sendable {
         logger.info("serving", metadata: [
             "bff.public_url": .string(configuration.publicURL),
             "smart.issuers": .string(configuration.issuers.map(\.iss).joined(separator: " ")),
-            "tls.trust": .string(configuration.tlsCAFile ?? "system CA bundle"),
+            "tls.trust": .string(BFFConfiguration.tlsTrust(caFile: configuration.tlsCAFile)),
             "http.egress": .string(client.egressSummary),
             "http.io_threads": .stringConvertible(serverConfiguration.eventLoops),
             "db.pool_size": .stringConvertible(options.poolSize),
