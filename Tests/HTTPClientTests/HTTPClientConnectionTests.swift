@@ -117,6 +117,29 @@ struct HTTPClientConnectionTests {
         }
     }
 
+    /// A POST (a token request, never sent twice) goes on a kept-alive connection only when
+    /// it has been idle a moment at most: one idle for seconds may be the one a server with a
+    /// 5 s keep-alive timeout is closing just then (with one connection allowed, that one
+    /// makes room). A GET, which may go again, still takes it.
+    @Test(arguments: [("POST", 8, 2), ("POST", 1, 2), ("GET", 8, 1)])
+    func unrepeatableRequestTakesNoConnectionIdleForSeconds(method: String, limit: Int, connections: Int) async throws {
+        let server = try ScriptedServer { connection in
+            while connection.readRequest() != nil {
+                guard connection.write(Self.ok) else { return }
+            }
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = limit
+        let client = HTTPClient(configuration: configuration)
+        #expect(try await client.execute(HTTPClientRequest(url: server.baseURL + "/first")).status == 200)
+        #expect(try await client.execute(HTTPClientRequest(method: "POST", url: server.baseURL + "/at-once", body: [1])).status == 200)
+        #expect(server.connectionCount == 1, "a POST right after an answer takes its connection")
+        try await Task.sleep(for: .milliseconds(2_500))
+        let later = HTTPClientRequest(method: method, url: server.baseURL + "/later", body: method == "POST" ? [1] : nil)
+        #expect(try await client.execute(later).status == 200)
+        #expect(server.connectionCount == connections)
+    }
+
     /// An upstream that reads each request and closes without answering: the request fails
     /// as a malformed (empty) response, at once, not after a timeout, and is sent at most
     /// twice (once more only when a reused connection might have been closed just then).

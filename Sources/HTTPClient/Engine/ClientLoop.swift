@@ -28,8 +28,13 @@ struct ClientShared: Sendable {
 /// `submit`, `cancel` and `resume`, which post to it. Hence `@unchecked Sendable`.
 final class ClientLoop: @unchecked Sendable {
     /// Idle connections older than this are closed: servers and load balancers drop idle
-    /// connections after a while, often without a word.
-    static let maxIdleSeconds = 60.0
+    /// connections after a while, often without a word (AWS ALB at 60 s).
+    static let maxIdleSeconds = 50.0
+    /// A request that cannot be sent again (a POST: a token request) goes only on a
+    /// connection idle no longer than this, else on a new one: servers that close idle
+    /// connections after 5 s (Apache's and Node's defaults) may be closing it just then,
+    /// and such a request fails rather than go twice.
+    static let maxIdleForUnrepeatable = 2.0
 
     /// The loop (strong: a body stream may outlive the client and still ask to resume).
     let loop: EventLoop
@@ -177,7 +182,11 @@ final class ClientLoop: @unchecked Sendable {
                 let exchange = pool.waiting[index]
                 // A retry goes on a new connection when it can: others may be as stale.
                 let preferNew = exchange.retried && pool.open < maxConnectionsPerHost
-                if !preferNew, let connection = pool.idle.popLast() {
+                let freshEnough = { (connection: UpstreamConnection) in
+                    exchange.isIdempotent || connection.idleSince + ClientLoop.maxIdleForUnrepeatable >= self.loop.now
+                }
+                if !preferNew, let connection = pool.idle.last, freshEnough(connection) {
+                    pool.idle.removeLast()
                     guard connection.hasNothingUnread() else {
                         connection.close()
                         pool.open -= 1
@@ -186,6 +195,12 @@ final class ClientLoop: @unchecked Sendable {
                     pool.waiting.remove(at: index)
                     takeShare(exchange, in: pool)
                     start(exchange, on: connection)
+                } else if pool.open >= maxConnectionsPerHost, !preferNew, let stale = pool.idle.first {
+                    // Every connection allowed is open, and the idle ones too stale for this
+                    // request: the stalest makes room for a new one.
+                    pool.idle.removeFirst()
+                    stale.close()
+                    pool.open -= 1
                 } else if pool.open < maxConnectionsPerHost {
                     pool.waiting.remove(at: index)
                     takeShare(exchange, in: pool)
