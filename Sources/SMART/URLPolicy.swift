@@ -79,4 +79,19 @@ public enum URLPolicy {
         return base + separator + encoded + fragment
     }
 
+    /// `url` with `items` in its query, and no other item of their names: `return_to` may
+    /// carry a `bff_launch` or `handoff` from an earlier sign-in (a page's own URL), and an
+    /// app that reads a parameter's first value must read this sign-in's.
+    public static func settingQuery(_ url: String, _ items: [(String, String)]) -> String {
+        let names = Set(items.map(\.0))
+        let end = url.firstIndex(of: "#") ?? url.endIndex
+        guard let question = url[..<end].firstIndex(of: "?") else { return appendingQuery(url, items) }
+        let kept = url[url.index(after: question)..<end].split(separator: "&").filter { item in
+            let name = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            return !names.contains(PercentEncoding.decodeFormComponent(name) ?? String(name))
+        }
+        let rest = kept.isEmpty ? "" : "?" + kept.joined(separator: "&")
+        return appendingQuery(String(url[..<question]) + rest + url[end...], items)
+    }
+
 }

@@ -293,6 +293,15 @@ struct ConfigurationAndPolicyTests {
         #expect(URLPolicy.isOnThisMachine(host) == local)
     }
 
+    @Test("a sign-in's parameter replaces any of its name already in return_to; the rest of the URL stays as it was", arguments: [
+        ("/", "/?bff_launch=L"), ("/app?x=1", "/app?x=1&bff_launch=L"), ("/app?bff_launch=old&x=1#top", "/app?x=1&bff_launch=L#top"),
+        ("/app?x=1&bff%5Flaunch=old&bff_launch=older", "/app?x=1&bff_launch=L"), ("/app?bff_launch=old", "/app?bff_launch=L"),
+        ("/app?bff_launcher=1", "/app?bff_launcher=1&bff_launch=L"), ("/app?#f", "/app?bff_launch=L#f"),
+    ])
+    func returnToParameter(returnTo: String, expected: String) {
+        #expect(URLPolicy.settingQuery(returnTo, [("bff_launch", "L")]) == expected)
+    }
+
     @Test("the session cookie: HttpOnly, SameSite, Path=/, no Domain; Secure and __Host- over https; None adds Partitioned")
     func cookie() {
         let plain = SessionCookie(secure: false, sameSiteNone: false).set("abc")

@@ -42,6 +42,17 @@ struct LaunchFlowTests {
         }
     }
 
+    /// A front end that passes its own URL as return_to, still holding the last sign-in's
+    /// bff_launch: it gets one bff_launch back, this sign-in's, whichever value it reads.
+    @Test("a return_to holding an earlier bff_launch gets this sign-in's in its place")
+    func returnToWithAnEarlierLaunch() async throws {
+        let h = try await BFFHarness.start()
+        defer { Task { await h.stop() } }
+        let (done, launch) = try await h.standaloneLogin(Browser(client: h.client), returnTo: "/app?bff_launch=earlier&tab=2#chart")
+        let location = try #require(done.location)
+        #expect(location == h.baseURL + "/app?tab=2&bff_launch=\(try #require(launch))#chart", "\(location)")
+    }
+
     @Test("EHR launch: launch echoed with the launch scope; encounter in context")
     func ehrLaunch() async throws {
         let h = try await BFFHarness.start()

@@ -157,7 +157,7 @@ struct CallbackHandler: Sendable {
             let code = SecureRandom.token(bytes: 32)
             try await services.store.saveHandoff(code: code, sessionHash: Identifier.hash(sessionID), challenge: challenge,
                                                  expiresAt: now.addingTimeInterval(CallbackHandler.handoffLifetime))
-            var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("handoff", code)])))
+            var response = noStore(.redirect(to: URLPolicy.settingQuery(pending.returnTo, [("handoff", code)])))
             response.headers.add("Set-Cookie", services.loginCookie.expire(state))
             return response
         }
@@ -185,7 +185,7 @@ struct CallbackHandler: Sendable {
         // revocation round trips, which would let an overlapping tab's later sign-in answer
         // first and the browser keep this, replaced, session's cookie.
         if !ended.isEmpty { services.background.start { [services] in await services.revokeTokens(of: ended) } }
-        var response = noStore(.redirect(to: URLPolicy.appendingQuery(pending.returnTo, [("bff_launch", launchID)])))
+        var response = noStore(.redirect(to: URLPolicy.settingQuery(pending.returnTo, [("bff_launch", launchID)])))
         response.headers.add("Set-Cookie", services.cookie.set(id))
         response.headers.add("Set-Cookie", services.loginCookie.expire(state))
         return response
