@@ -72,6 +72,11 @@ public final class HTTPClient: Sendable {
         /// others go ahead in their place. Default 16: with the default 64 on 2 loops, one
         /// share holds at most 48.
         public var reservedConnectionsPerHost = 16
+        /// How long a kept-alive connection may have been idle for a request that is never
+        /// sent again (a POST, such as a token request) to go on it; else it goes on a new one.
+        /// A server with a 5 s keep-alive timeout (Apache's and Node's default) may be closing
+        /// an older one just then, and such a request would fail. Default 2 s.
+        public var maxIdleForUnrepeatable: Duration = .seconds(2)
         /// Largest body `execute` accepts. Default 16 MiB.
         public var maxResponseBodyBytes = 16 << 20
         /// Verify TLS certificates and host names. Default on.

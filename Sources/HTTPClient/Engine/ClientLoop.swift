@@ -30,11 +30,6 @@ final class ClientLoop: @unchecked Sendable {
     /// Idle connections older than this are closed: servers and load balancers drop idle
     /// connections after a while, often without a word (AWS ALB at 60 s).
     static let maxIdleSeconds = 50.0
-    /// A request that cannot be sent again (a POST: a token request) goes only on a
-    /// connection idle no longer than this, else on a new one: servers that close idle
-    /// connections after 5 s (Apache's and Node's defaults) may be closing it just then,
-    /// and such a request fails rather than go twice.
-    static let maxIdleForUnrepeatable = 2.0
 
     /// The loop (strong: a body stream may outlive the client and still ask to resume).
     let loop: EventLoop
@@ -49,6 +44,8 @@ final class ClientLoop: @unchecked Sendable {
     let readTimeout: Double
     let stallTimeout: Double
     private let totalTimeout: Double
+    /// `HTTPClient.Configuration.maxIdleForUnrepeatable`, in seconds.
+    private let maxIdleForUnrepeatable: Double
     private let maxBodyBytes: Int
     /// Where connections read into; loop thread only.
     let scratch: UnsafeMutableRawBufferPointer
@@ -74,6 +71,7 @@ final class ClientLoop: @unchecked Sendable {
         readTimeout = Double(configuration.readTimeout.nanoseconds) / 1e9
         stallTimeout = Double(configuration.stallTimeout.nanoseconds) / 1e9
         totalTimeout = Double(configuration.totalTimeout.nanoseconds) / 1e9
+        maxIdleForUnrepeatable = Double(configuration.maxIdleForUnrepeatable.nanoseconds) / 1e9
         maxBodyBytes = configuration.maxResponseBodyBytes
         scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
         timer = loop.makeTimer { [unowned self] in sweep() }
@@ -183,7 +181,7 @@ final class ClientLoop: @unchecked Sendable {
                 // A retry goes on a new connection when it can: others may be as stale.
                 let preferNew = exchange.retried && pool.open < maxConnectionsPerHost
                 let freshEnough = { (connection: UpstreamConnection) in
-                    exchange.isIdempotent || connection.idleSince + ClientLoop.maxIdleForUnrepeatable >= self.loop.now
+                    exchange.isIdempotent || connection.idleSince + self.maxIdleForUnrepeatable >= self.loop.now
                 }
                 if !preferNew, let connection = pool.idle.last, freshEnough(connection) {
                     pool.idle.removeLast()
