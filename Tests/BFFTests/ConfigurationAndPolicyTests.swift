@@ -398,7 +398,7 @@ struct ConfigurationAndPolicyTests {
 }
 
 extension ConfigurationAndPolicyTests {
-    @Test("start-up warns of BFF_ variables it does not read, naming the setting meant, of an http public URL on another host, of http return origins, and of OpenSSL moving the trusted CAs")
+    @Test("start-up warns of BFF_ variables it does not read, naming the setting meant, of an http public URL on another host, and of http return origins; the trusted CAs named as OpenSSL finds them")
     func startUpWarnings() {
         let env = ["BFF_AUDIT_RETENTION": "3650", "BFF_TOKEN_KEY_FALLBACK": "x", "BFF_SESION_TTL": "600",
                    "BFF_LISTEN": "0.0.0.0:8080", "BFF_AUDIT_RETENTION_DAYS": "3650", "HOME": "/root"]
@@ -418,9 +418,8 @@ extension ConfigurationAndPolicyTests {
         #expect(BFFConfiguration.warnings(["BFF_RETURN_ORIGINS": "https://app.example, http://web.example:8000,http://localhost:3000,myapp:"],
                                           publicURL: "https://bff.example.org")
             == ["BFF_RETURN_ORIGINS lists http://web.example:8000: sign-ins return to a page sent in cleartext, which anyone on the network can alter"])
-        // OpenSSL's own variables move the trusted CA certificates, which a stray setting in a container would do unnoticed.
-        #expect(BFFConfiguration.warnings(["SSL_CERT_FILE": "/tmp/ca.pem"], publicURL: "https://bff.example.org")
-            == ["SSL_CERT_FILE is set: EHR certificates are checked against /tmp/ca.pem in place of the system's CA certificates (BFF_TLS_CA_FILE is smart-bff's setting for that)"])
+        // OpenSSL's own variables move the trusted CA certificates: the serving line names them.
+        #expect(BFFConfiguration.tlsTrust(caFile: "/etc/bff/ca.pem", env: ["SSL_CERT_FILE": "/tmp/ca.pem"]) == "/etc/bff/ca.pem")
         #expect(BFFConfiguration.tlsTrust(caFile: nil, env: ["SSL_CERT_DIR": "/etc/x"]) == "SSL_CERT_DIR=/etc/x")
         #expect(BFFConfiguration.tlsTrust(caFile: nil, env: [:]) == "system CA bundle")
     }

@@ -15,8 +15,7 @@ extension BFFConfiguration {
     /// read (a misspelt `BFF_AUDIT_RETENTION_DAYS` would otherwise leave the default in
     /// force, silently), and a public URL that browsers reach over plain http from another
     /// host (the session cookie then lacks `Secure`), a return origin in plain http off this
-    /// machine, a `BFF_TLS_CA_FILE` holding more than certificates (see `caFileWarnings`), and
-    /// OpenSSL's `SSL_CERT_FILE` or `SSL_CERT_DIR` replacing the system's CA certificates unnoticed.
+    /// machine, and a `BFF_TLS_CA_FILE` holding more than certificates (see `caFileWarnings`).
     /// Not refused: an orchestrator may set
     /// `BFF_`-named variables of its own (Kubernetes does, for a Service named bff).
     public static func warnings(_ env: [String: String] = ProcessInfo.processInfo.environment, publicURL: String,
@@ -37,16 +36,12 @@ extension BFFConfiguration {
             }
         }
         if let caFile = env["BFF_TLS_CA_FILE"], let pem = try? readFile(caFile) { lines += caFileWarnings(pem) }
-        if env["BFF_TLS_CA_FILE"] == nil {
-            for name in ["SSL_CERT_FILE", "SSL_CERT_DIR"] where env[name] != nil {
-                lines.append("\(name) is set: EHR certificates are checked against \(env[name]!) in place of the system's CA certificates (BFF_TLS_CA_FILE is smart-bff's setting for that)")
-            }
-        }
         return lines
     }
 
     /// Where outbound TLS finds the CA certificates it trusts, for the start-up line: the
-    /// CA file, else the system's, unless OpenSSL's variables move them.
+    /// CA file, else the system's, unless OpenSSL's `SSL_CERT_FILE` or `SSL_CERT_DIR` move
+    /// them (not warned of: distributions and images set them to the defaults' own paths).
     public static func tlsTrust(caFile: String?, env: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let caFile { return caFile }
         let moved = ["SSL_CERT_FILE", "SSL_CERT_DIR"].compactMap { name in env[name].map { "\(name)=\($0)" } }
