@@ -62,9 +62,14 @@ extension PostgresSessionStore {
 
     /// Whether the write of `batch` committed (true), or never will (false): the id is claimed,
     /// in a transaction of its own, so that a commit of that write still under way is waited
-    /// for, and none can come later.
+    /// for, and none can come later. The claim is marked as one (`claimed`): asked again after
+    /// its own answer was lost, the settle finds its claim, not a write, and answers the same.
     public func settleAuditBatch(_ batch: [UInt8]) async throws -> Bool {
-        try await pool.query("INSERT INTO audit_batches (id) VALUES (\(batch)) ON CONFLICT (id) DO NOTHING RETURNING 1").isEmpty
+        let rows = try await pool.query("""
+            INSERT INTO audit_batches (id, claimed) VALUES (\(batch), true)
+            ON CONFLICT (id) DO UPDATE SET claimed = audit_batches.claimed RETURNING claimed
+            """)
+        return try rows.count == 1 && !rows[0].bool(0)
     }
 
     /// A streamed audit write's own limits: a minute for each statement (far beyond the

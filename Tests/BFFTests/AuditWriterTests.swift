@@ -1,5 +1,6 @@
 import BFF
 import BFFTesting
+import Cryptography
 import Foundation
 import Logging
 import PostgresStore
@@ -177,6 +178,23 @@ struct AuditWriterTests {
         #expect(writer.status.pending == 0 && writer.status.written == 2, "\(writer.status)")
         let stored = try await database.store.auditEntries(since: nil).map(\.pathAndQuery)
         #expect(stored == expected, "written twice, or lost: \(stored)")
+    }
+
+    /// The settle that follows a lost COMMIT answer claims the batch's id. When its own answer
+    /// is lost too (a second break), it is asked again, and must not take its claim for the
+    /// write: the entries would be dropped as stored, silently.
+    @Test("a settle asked again answers as it did: a batch it claimed is never taken for one stored, nor one stored for one claimed")
+    func settleAskedAgainAnswersTheSame() async throws {
+        let database = try await TestDatabase.make(poolSize: 2)
+        defer { database.pool.close() }
+        let lostWrite = SecureRandom.bytes(16), storedWrite = SecureRandom.bytes(16)
+        #expect(try await database.store.settleAuditBatch(lostWrite) == false)
+        #expect(try await database.store.settleAuditBatch(lostWrite) == false, "the claim was taken for a write")
+        var pieces = [[entry("/Patient/1")]]
+        try await database.store.appendAudit(lockWait: .seconds(5), batch: storedWrite) { pieces.popLast() }
+        #expect(try await database.store.settleAuditBatch(storedWrite) == true)
+        #expect(try await database.store.settleAuditBatch(storedWrite) == true)
+        #expect(try await database.store.auditEntries(since: nil).map(\.pathAndQuery) == ["/Patient/1"])
     }
 
     @Test("a backlog of more than a batch, left by failed writes, is written whole and each entry once, once the database is back")

@@ -132,26 +132,27 @@ struct MigratorTests {
         let pool = ConnectionPool(url: url) // new connections: the database's new default
         defer { pool.close() }
         let holder = try await DatabaseHold.lock("audit_events", of: url, for: .milliseconds(1_000)) // 0007 alters the table
-        #expect(try await all.migrate(pool) == [7, 8, 9, 10, 11])
+        #expect(try await all.migrate(pool) == [7, 8, 9, 10, 11, 12])
         try await holder.value
         // The connection went back to the pool with the database's default again.
         #expect(try await pool.query("SHOW statement_timeout")[0].string(0) == "250ms")
     }
 
-    @Test("0010 waits at most 10 s for the audit table's lock (behind it, every audit write would wait), fails, and applies at the next attempt")
-    func brokenOffMigrationBoundsItsLockWait() async throws {
+    @Test("0010 and 0012 wait at most 10 s for their audit table's lock (behind it, every audit write would wait), fail, and apply at the next attempt",
+          arguments: [(10, "audit_events", [10, 11, 12]), (12, "audit_batches", [12])])
+    func auditMigrationsBoundTheirLockWait(version: Int, table: String, applied: [Int]) async throws {
         let url = try await PostgresCluster.shared().createDatabaseForLoad()
         let pool = ConnectionPool(url: url)
         defer { pool.close() }
         let all = try Migrator(directory: RepositoryPaths.migrations)
-        try await Migrator(migrations: all.migrations.filter { $0.version <= 9 }).migrate(pool)
-        let holder = try await DatabaseHold.lock("audit_events", of: url, for: .seconds(120))
+        try await Migrator(migrations: all.migrations.filter { $0.version < version }).migrate(pool)
+        let holder = try await DatabaseHold.lock(table, of: url, for: .seconds(120))
         let started = ContinuousClock.now
         await #expect { try await all.migrate(pool) } throws: { ($0 as? PostgresError)?.sqlState == "55P03" }
         #expect(ContinuousClock.now - started < .seconds(90), "waited for the lock (120 s)")
         holder.cancel()
         _ = try? await holder.value
-        #expect(try await all.migrate(pool) == [10, 11])
+        #expect(try await all.migrate(pool) == applied)
     }
 
     @Test("0011: the trail's recorded_at index is a multi-interval BRIN of 32-page ranges, and the single-interval one is gone")
@@ -217,7 +218,7 @@ struct MigratorTests {
         let before = try await heapRecords()
         #expect(before.single >= 500 && before.multi == 0, "\(before)")
 
-        #expect(try await all.migrate(pool) == [7, 8, 9, 11])
+        #expect(try await all.migrate(pool) == [7, 8, 9, 11, 12])
         try await pool.query("DELETE FROM audit_events")
         let after = try await heapRecords()
         #expect(after.single == 0 && after.multi >= 1 && after.multi < 50, "\(after)")
