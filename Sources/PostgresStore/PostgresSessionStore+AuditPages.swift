@@ -43,16 +43,21 @@ extension PostgresSessionStore {
     }
 
     /// The database's clock, or the start of the oldest transaction in this database that
-    /// has written (holds an xid) and not ended, if earlier. An entry is stamped after its
-    /// transaction began, so every entry stamped before this instant is committed or will
-    /// never be: a bound that holds even when a writer stalls longer than the export's
-    /// settle time. smart-bff's own connections (one role) see each other's transactions
-    /// in `pg_stat_activity`.
+    /// has written (holds an xid), writes to the audit trail (holds or waits for its row
+    /// lock) and has not ended, if earlier. An entry is stamped after its transaction began,
+    /// so every entry stamped before this instant is committed or will never be: a bound that
+    /// holds even when a writer stalls longer than the export's settle time. Other
+    /// transactions (a session left idle in one, an index build) do not hold it back; a
+    /// writer's `COPY` stamps its rows a moment before it takes the lock, which the export's
+    /// settle time covers. smart-bff's own connections (one role) see each other's
+    /// transactions in `pg_stat_activity` and their locks in `pg_locks`.
     public func auditClock() async throws -> AuditInstant {
         let rows = try await pool.query("""
             SELECT (extract(epoch from least(clock_timestamp(), (
-                SELECT min(xact_start) FROM pg_stat_activity
-                WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()))) * 1000000)::bigint
+                SELECT min(a.xact_start) FROM pg_stat_activity a
+                WHERE a.datname = current_database() AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+                  AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'relation'
+                              AND l.relation = 'audit_events'::regclass AND l.mode = 'RowExclusiveLock')))) * 1000000)::bigint
             """)
         return AuditInstant(microsecondsSince1970: Int64(try rows.first?.int(0) ?? 0))
     }

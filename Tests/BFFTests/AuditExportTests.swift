@@ -215,4 +215,32 @@ extension AuditExportTests {
         _ = try await AuditEventExport.export(from: store, since: bound, settle: .zero) { second += $0 }
         #expect(try Self.paths(second) == ["/Patient/stalled"], "bound \(bound)")
     }
+
+    /// A session left open in a transaction that wrote elsewhere (a forgotten psql, an index
+    /// build) holds no audit entry back, and must not hold the export's bound back with it.
+    @Test("a transaction left open that writes no audit entry does not hold the export back")
+    func openTransactionElsewhere() async throws {
+        let database = try await TestDatabase.make()
+        defer { database.pool.close() }
+        let began = Counter(), end = Counter()
+        let other = Task {
+            try await database.pool.withTransaction { c in
+                try await c.query("CREATE TEMPORARY TABLE scratch (x int)")
+                try await c.query("INSERT INTO scratch VALUES (1)")
+                began.increment()
+                while end.current == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        defer { end.increment() }
+        let deadline = ContinuousClock.now + .seconds(30) // a no-hang limit only
+        while began.current == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(began.current == 1, "the transaction did not begin")
+        try await Task.sleep(for: .milliseconds(1200)) // the transaction is now over a second old
+        try await database.store.appendAudit([entry("/Patient/meanwhile", at: Date())]) // stamped after it began
+        var lines = ""
+        try await AuditEventExport.export(from: database.store, since: nil, settle: .zero) { lines += $0 }
+        #expect(try Self.paths(lines) == ["/Patient/meanwhile"])
+        end.increment()
+        try await other.value
+    }
 }
