@@ -50,13 +50,15 @@ public struct AuditInstant: Sendable, Hashable, Comparable, CustomStringConverti
     /// dropped (rounded down). Nil for anything else.
     public init?(iso8601 text: String) {
         // The fraction is taken out and added exactly (a Date would not keep every microsecond).
+        // It comes right after the seconds (byte 19), and only a zone after it.
         var whole = text
         var fraction: Int64 = 0
-        if let t = text.firstIndex(where: { $0 == "T" || $0 == "t" }), let dot = text[t...].firstIndex(of: ".") {
-            let digits = text[text.index(after: dot)...].prefix(while: { $0.isASCII && $0.isNumber })
+        let bytes = Array(text.utf8)
+        if bytes.count > 19, bytes[19] == UInt8(ascii: ".") {
+            let digits = bytes[20...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
             guard !digits.isEmpty else { return nil }
-            fraction = Int64(String(digits.prefix(6)).padding(toLength: 6, withPad: "0", startingAt: 0))!
-            whole = String(text[..<dot] + text[digits.endIndex...])
+            fraction = Int64(String(decoding: digits.prefix(6), as: UTF8.self).padding(toLength: 6, withPad: "0", startingAt: 0))!
+            whole = String(decoding: bytes[..<19] + bytes[digits.endIndex...], as: UTF8.self)
         }
         // Read field by field: no date is rolled over (February 30th to March 2nd), and the
         // calendar is the proleptic Gregorian one `iso8601` prints (a formatter's switches to

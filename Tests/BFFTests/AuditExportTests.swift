@@ -116,6 +116,8 @@ struct AuditExportTests {
                     // Only a zone may follow: nothing after it, and no offset past 23:59.
                     "2099-01-01T00:00:00Zjunk", "2099-01-01T00:00:00+25:00", "2099-01-01T00:00:00+01:60", "2099-01-01T00:00:00",
                     "2099-01-01T00:00:00+0100", "2099-01-01T00:00:00.5Z ",
+                    // A fraction only right after the seconds.
+                    "2026-11-01T00:00:00Z.5", "2026-11-01T00.5:00:00Z", "2026-11-01T00:00:00+01:00.5", "2026-11-01T00:00:00.5.5Z",
                     // No year 0, which PostgreSQL refuses (it was a database error, exit 1).
                     "0000-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00"] {
             #expect(AuditInstant(iso8601: bad) == nil, "\(bad)")
