@@ -47,6 +47,9 @@ struct AuditCommand: AsyncParsableCommand {
                         throw OutputFailure(cause: error)
                     }
                 }
+            } catch let error as PostgresError where error.sqlState == "42P01" { // undefined table
+                FileHandle.standardError.write(Data("smart-bff: DATABASE_URL names a database with no audit trail: run `smart-bff migrate` on it first (or point DATABASE_URL at smart-bff's database)\n".utf8))
+                throw ExitCode(1)
             } catch {
                 FileHandle.standardError.write(Data("smart-bff: \(StartupFailure.line(for: error))\n".utf8))
                 throw ExitCode(1)

@@ -95,6 +95,20 @@ struct AuditExportTests {
         #expect(!text.contains("next --since") && !text.contains("Fatal error"), "\(text)")
     }
 
+    @Test("an export from a database smart-bff never migrated says to migrate it, in one line, exit 1")
+    func exportFromAnUnmigratedDatabase() async throws {
+        let url = try await PostgresCluster.shared().createDatabase() // empty: no migration applied
+        let errors = NSTemporaryDirectory() + "smart-bff-export-errors-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: errors) }
+        let process = try ChildProcess(SmartBFFProcess.executable.path, ["audit", "export"],
+                                       environment: ["DATABASE_URL": url, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],
+                                       outputPath: "/dev/null", errorPath: errors)
+        let status = try await runBlocking { process.waitUntilExit() }
+        let text = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        #expect(status == 1, "\(text)")
+        #expect(text == "smart-bff: DATABASE_URL names a database with no audit trail: run `smart-bff migrate` on it first (or point DATABASE_URL at smart-bff's database)\n")
+    }
+
     @Test("--since takes the printed bound back exactly, fractions of a second included, and the forms it took before")
     func sinceParsing() async throws {
         let micros = { (text: String) in AuditInstant(iso8601: text)?.microsecondsSince1970 }
