@@ -297,8 +297,9 @@ struct FHIRProxy: Sendable {
                 if error.isTimeout { throw Problems.upstream(.gatewayTimeout, "The EHR stopped sending its response.") }
                 throw Problems.upstream(.badGateway, "The EHR's response ended early.")
             }
-            audit.complete(Int64(bytes.count))
-            response.body = .bytes(mask.masked(whole: rewrite ? rewriter.rewrite(whole: bytes) : bytes))
+            let passedOn = mask.masked(whole: rewrite ? rewriter.rewrite(whole: bytes) : bytes)
+            audit.complete(Int64(passedOn.count)) // what the browser is sent, rewritten
+            response.body = .bytes(passedOn)
             return response
         }
         // A body the EHR ended by closing its connection may have been cut short, which its
@@ -306,14 +307,17 @@ struct FHIRProxy: Sendable {
         response.endsAtClose = upstream.endsAtClose
         response.body = .stream(length: rewrite ? nil : declared) { writer in
             var (rewriter, mask) = (rewriter, mask)
-            var bytes: Int64 = 0
+            var bytes: Int64 = 0 // passed on: rewritten, and counted once written
+            func passOn(_ piece: [UInt8]) async throws {
+                try await writer.write(piece)
+                bytes += Int64(piece.count)
+            }
             do {
                 for try await chunk in body {
-                    bytes += Int64(chunk.count)
-                    try await writer.write(mask.masked(rewrite ? rewriter.rewrite(chunk) : chunk))
+                    try await passOn(mask.masked(rewrite ? rewriter.rewrite(chunk) : chunk))
                 }
-                if rewrite { try await writer.write(mask.masked(rewriter.finish())) }
-                try await writer.write(mask.finish())
+                if rewrite { try await passOn(mask.masked(rewriter.finish())) }
+                try await passOn(mask.finish())
                 audit.complete(bytes)
             } catch {
                 // The EHR's side failed, or, while a write to a browser that took nothing
