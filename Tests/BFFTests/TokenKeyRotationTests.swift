@@ -7,7 +7,7 @@ import Testing
 /// whose tokens no key opens ends cleanly (401, sign in again), never a server error.
 @Suite("token key rotation")
 struct TokenKeyRotationTests {
-    @Test("old key as a fallback: sessions survive the new key, and a refresh re-seals under it; no key that opens: 401")
+    @Test("old key as a fallback: sessions survive the new key, and a refresh re-seals under it; no key that opens: 401, at /session and /context too")
     func rotation() async throws {
         let old = SecureRandom.bytes(32), new = SecureRandom.bytes(32)
         // Instance 0 before the rotation, 1 during it, 2 after the old key was dropped.
@@ -38,5 +38,11 @@ struct TokenKeyRotationTests {
         // Not the EHR's doing: the detail does not blame it.
         #expect(page.text.contains("cannot be read by this server") && !page.text.contains("The EHR"), "\(page.text)")
         #expect(try await read(2) == 200, "the key that opens them still does: nothing was deleted")
+        // Where no read can be made, the session does not look alive either.
+        for path in ["/session", "/context"] {
+            let shown = try await stranger.api("http://127.0.0.1:\(h.bffs[0].port)" + path, launch: launch)
+            #expect(shown.status == 401 && shown.text.contains("/problems/session-ended"), "\(path): \(shown.status) \(shown.text)")
+            #expect(try await stranger.api("http://127.0.0.1:\(h.bffs[2].port)" + path, launch: launch).status == 200, "\(path)")
+        }
     }
 }

@@ -16,6 +16,12 @@ enum Problems {
         HTTPError(.unauthorized, type: base + "session-ended", title: "Session ended", detail: detail)
     }
 
+    /// A launch whose tokens are gone (deleted since it was read) or do not open with this
+    /// server's keys: no call can be made for it.
+    static func tokensUnreadable() -> HTTPError {
+        sessionEnded("This launch's tokens are gone or cannot be read by this server (signed out elsewhere, or a token key it lacks); sign in again.")
+    }
+
     /// A launch whose EHR is no longer in the issuers file: it is not contacted again.
     static func issuerNotRegistered() -> HTTPError {
         sessionEnded("This launch's EHR is no longer registered with this server; sign in again.")

@@ -14,6 +14,7 @@ struct SessionHandlers: Sendable {
     func session(_ request: Request) async throws -> Response {
         let resolved = try await resolver.resolve(request)
         let launch = resolved.launch!
+        try await requireReadableTokens(launch)
         func opt(_ s: String?) -> JSONValue { s.map { .string($0) } ?? .null }
         let body: JSONValue = [
             "iss": .string(launch.iss), "sub": .string(launch.sub), "fhirUser": opt(launch.fhirUser), "scope": .string(launch.scope),
@@ -24,7 +25,15 @@ struct SessionHandlers: Sendable {
 
     func context(_ request: Request) async throws -> Response {
         let resolved = try await resolver.resolve(request)
+        try await requireReadableTokens(resolved.launch!)
         return SessionHandlers.noStore(.json(Array(resolved.launch!.contextJSON.utf8)))
+    }
+
+    /// A launch whose tokens no key of this server opens (`BFF_TOKEN_KEY` changed without the
+    /// old one among the fallbacks) is over here, as at `/fhir`: `/session` must not show it
+    /// alive, and a front end polling it keep it so, while every read fails.
+    private func requireReadableTokens(_ launch: LaunchRecord) async throws {
+        guard try await services.store.tokens(launchHash: launch.idHash) != nil else { throw Problems.tokensUnreadable() }
     }
 
     /// Ends the launch named by `X-BFF-Launch`, or the whole session; revokes its tokens at

@@ -72,7 +72,7 @@ actor TokenRefresher {
     func tokens(for launch: LaunchRecord, staleVersion: Int? = nil) async throws -> TokenSet {
         guard let current = try await services.store.tokens(launchHash: launch.idHash) else {
             // Deleted since the launch was read (a logout elsewhere), or sealed under a key this instance lacks.
-            throw Problems.sessionEnded("This launch's tokens are gone or cannot be read by this server (signed out elsewhere, or a token key it lacks); sign in again.")
+            throw Problems.tokensUnreadable()
         }
         let rejected = staleVersion.map { $0 == current.version } ?? false
         let margin = TokenRefresher.margin(for: current)
