@@ -22,7 +22,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logLevel = ProcessInfo.processInfo.environment["BFF_LOG_LEVEL"]?.lowercased() ?? "info"
+        let logLevel = EnvironmentValue.named("BFF_LOG_LEVEL")?.lowercased() ?? "info"
         let problems = [BFFConfiguration.logLevelProblem(logLevel), Resources.openAPIFileProblem()].compactMap { $0 }
         if !problems.isEmpty { throw Resources.configurationError(problems) }
         let logger = LogSetup.bootstrap(level: logLevel)
@@ -32,7 +32,7 @@ struct DemoCommand: AsyncParsableCommand {
         // The contract's rule: a throwaway cluster when DATABASE_URL is unset, else that
         // database (said on the first line, since the demo's sandbox sessions and audit
         // entries then land there).
-        let given = ProcessInfo.processInfo.environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        let given = EnvironmentValue.named("DATABASE_URL")
         if let given, let problem = ConnectionString.configurationProblem(given) { throw Resources.configurationError([problem]) }
         let database = try given == nil ? EmbeddedPostgres.start(prefix: "smart-bff-demo-pg") : nil
         defer { database?.destroy() }

@@ -9,7 +9,7 @@ enum Resources {
 
     /// What is wrong with `BFF_OPENAPI_FILE` when it is set (a file that cannot be read), or nil.
     static func openAPIFileProblem() -> String? {
-        guard let path = ProcessInfo.processInfo.environment["BFF_OPENAPI_FILE"],
+        guard let path = EnvironmentValue.named("BFF_OPENAPI_FILE"),
               FileManager.default.contents(atPath: path) == nil else { return nil }
         return "BFF_OPENAPI_FILE: \(path) cannot be read"
     }
@@ -18,7 +18,7 @@ enum Resources {
     /// without them, or, unset, none is beside the executable or in the working directory.
     static func migrationsProblem() -> String? {
         guard Migrator.locateDirectory() == nil else { return nil }
-        if let dir = ProcessInfo.processInfo.environment["BFF_MIGRATIONS_DIR"] {
+        if let dir = EnvironmentValue.named("BFF_MIGRATIONS_DIR") {
             return "BFF_MIGRATIONS_DIR: \(dir) holds no migrations (0001_initial.sql)"
         }
         return "BFF_MIGRATIONS_DIR: unset, and no migrations/ beside the executable or in the working directory"
@@ -27,7 +27,7 @@ enum Resources {
     /// `DATABASE_URL`, for the commands that need only it (`migrate`, `audit export`):
     /// unset, empty or unreadable by libpq is a configuration error (exit 78).
     static func databaseURL() throws -> String {
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+        guard let url = EnvironmentValue.named("DATABASE_URL") else {
             throw configurationError(["DATABASE_URL: required (a libpq connection string or URI)"])
         }
         if let problem = ConnectionString.configurationProblem(url) { throw configurationError([problem]) }
@@ -43,8 +43,7 @@ enum Resources {
     /// `openapi.yaml` from `BFF_OPENAPI_FILE` (only there, when set), else beside the
     /// executable (or up to four folders above it), else the working directory; nil when none.
     static func openAPI() -> [UInt8]? {
-        let env = ProcessInfo.processInfo.environment
-        if let path = env["BFF_OPENAPI_FILE"] { return FileManager.default.contents(atPath: path).map(Array.init) }
+        if let path = EnvironmentValue.named("BFF_OPENAPI_FILE") { return FileManager.default.contents(atPath: path).map(Array.init) }
         for url in InstallationPaths.candidates(for: "openapi.yaml") {
             if let data = FileManager.default.contents(atPath: url.path) { return Array(data) }
         }

@@ -12,7 +12,7 @@ public final class EmbeddedPostgres: Sendable {
     public let port: Int
     /// PostgreSQL's `max_connections`.
     public let maxConnections: Int
-    public static let binaries = ProcessInfo.processInfo.environment["BFF_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+    public static let binaries = EnvironmentValue.named("BFF_PG_BIN") ?? "/usr/lib/postgresql/15/bin"
     /// Held while the cluster is destroyed; true once it is.
     private let destroyed = Mutex(false)
     /// Removes the cluster should this process end without `destroy()`.

@@ -83,7 +83,7 @@ public struct Migrator: Sendable {
     /// `smart-bff migrate` is run from must not run as the database's owner.
     public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
         let isMigrations = { (url: URL) in FileManager.default.fileExists(atPath: url.appendingPathComponent("0001_initial.sql").path) }
-        if let dir = environment["BFF_MIGRATIONS_DIR"] {
+        if let dir = EnvironmentValue.named("BFF_MIGRATIONS_DIR", in: environment) {
             let url = URL(fileURLWithPath: dir)
             return isMigrations(url) ? url : nil
         }

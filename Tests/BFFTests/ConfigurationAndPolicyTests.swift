@@ -427,8 +427,13 @@ extension ConfigurationAndPolicyTests {
     @Test("a CA file that holds revocation lists (not checked) or a private key (not read) is warned about at start; one of certificates only is not")
     func caFileWarnings() {
         let certificate = TestCertificates.caPEM
-        let env = ["BFF_TLS_CA_FILE": "/ca.pem"]
-        func warnings(_ pem: String) -> [String] { BFFConfiguration.warnings(env, publicURL: "https://bff.example.org", readFile: { _ in Array(pem.utf8) }) }
+        let env = ["BFF_TLS_CA_FILE": "/ca.pem\n"] // from a file or a secret, its newline no part of the path
+        func warnings(_ pem: String) -> [String] {
+            BFFConfiguration.warnings(env, publicURL: "https://bff.example.org", readFile: { path in
+                guard path == "/ca.pem" else { throw CocoaError(.fileNoSuchFile) }
+                return Array(pem.utf8)
+            })
+        }
         #expect(warnings(certificate).isEmpty)
         let crl = warnings(certificate + "-----BEGIN X509 CRL-----\nMIIB\n-----END X509 CRL-----\n")
         #expect(crl.count == 1 && crl[0].contains("revocation"), "\(crl)")

@@ -45,6 +45,18 @@ struct MigrateCommandTests {
         #expect(again == 1 && said.contains("notes.sql is not named NNNN_name.sql"), "\(said)")
     }
 
+    /// A Kubernetes Job reading both from a secret made from files: each ends in a newline,
+    /// which `serve` ignores, and so must `migrate`.
+    @Test("values ending in a newline (read from a file or a secret) are taken without it")
+    func valuesEndingInANewline() async throws {
+        let url = try await PostgresCluster.shared().createDatabase() + "&connect_timeout=30"
+        let (status, output) = try await Self.migrate(url + "\n", migrations: URL(fileURLWithPath: RepositoryPaths.migrations.path + "\n"))
+        #expect(status == 0, "\(output)")
+        let pool = ConnectionPool(url: url)
+        defer { pool.close() }
+        #expect(try await pool.query("SELECT to_regclass('sessions') IS NOT NULL").first?.bool(0) == true)
+    }
+
     @Test("a DATABASE_URL libpq cannot read is a configuration error (exit 78: systemd does not restart it), and no part of it is shown")
     func unreadableDatabaseURL() async throws {
         let (status, output) = try await Self.migrate("host=db password=s3cret pw", migrations: RepositoryPaths.migrations)

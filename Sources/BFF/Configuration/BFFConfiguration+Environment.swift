@@ -26,12 +26,8 @@ extension BFFConfiguration {
                                        readFile: (String) throws -> [UInt8] = { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) })
         throws(ConfigurationError) -> BFFConfiguration {
         var problems: [String] = []
-        // Values read from files and Kubernetes secrets often end in a newline: spaces and
-        // line ends around a value, or around a list's items, are no part of it.
-        func value(_ name: String) -> String? {
-            guard let v = env[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !v.isEmpty else { return nil }
-            return v
-        }
+        // Trimmed as every command reads its variables; a list's items are trimmed likewise.
+        func value(_ name: String) -> String? { EnvironmentValue.named(name, in: env) }
         func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) -> Int {
             guard let text = value(name) else { return fallback }
             guard let n = Int(text), range.contains(n) else {

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresStore
 import SMART
 
 extension BFFConfiguration {
@@ -29,13 +30,13 @@ extension BFFConfiguration {
            !URLPolicy.isLoopback(host) {
             lines.append("BFF_PUBLIC_URL is http on \(host): browsers send the session cookie in cleartext, and it cannot be Secure")
         }
-        for origin in (env["BFF_RETURN_ORIGINS"] ?? "").split(separator: ",") {
+        for origin in (EnvironmentValue.named("BFF_RETURN_ORIGINS", in: env) ?? "").split(separator: ",") {
             let item = origin.trimmingCharacters(in: .whitespacesAndNewlines)
             if let url = URLComponents(string: item), url.scheme?.lowercased() == "http", let host = url.host, !URLPolicy.isLoopback(host) {
                 lines.append("BFF_RETURN_ORIGINS lists \(item): sign-ins return to a page sent in cleartext, which anyone on the network can alter")
             }
         }
-        if let caFile = env["BFF_TLS_CA_FILE"], let pem = try? readFile(caFile) { lines += caFileWarnings(pem) }
+        if let caFile = EnvironmentValue.named("BFF_TLS_CA_FILE", in: env), let pem = try? readFile(caFile) { lines += caFileWarnings(pem) }
         return lines
     }
 
