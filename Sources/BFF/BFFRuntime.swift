@@ -173,7 +173,7 @@ public final class BFFRuntime: Sendable {
             ])
         }
         if let batch = audit.unsettledBatch {
-            services.logger.error("audit entries perhaps lost at shutdown: their write's commit got no answer; they are stored if audit_batches holds the batch", metadata: [
+            services.logger.error("audit entries perhaps lost at shutdown: their write's commit got no answer; they are stored if audit_batches holds the batch, not claimed", metadata: [
                 "audit.entries": .stringConvertible(audit.unsettledEntries), "audit.batch": .string(batch),
             ])
         }
