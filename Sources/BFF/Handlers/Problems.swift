@@ -19,7 +19,7 @@ enum Problems {
     /// A launch whose tokens are gone (deleted since it was read) or do not open with this
     /// server's keys: no call can be made for it.
     static func tokensUnreadable() -> HTTPError {
-        sessionEnded("This launch's tokens are gone or cannot be read by this server (signed out elsewhere, or a token key it lacks); sign in again.")
+        sessionEnded("This launch's tokens are gone (its grant ended, or it was signed out elsewhere) or cannot be read by this server (a token key it lacks); sign in again.")
     }
 
     /// A launch whose EHR is no longer in the issuers file: it is not contacted again.
