@@ -29,15 +29,26 @@ final class RecentResult<Value: Sendable>: Sendable {
     /// last result however old (nil when there is none), while the computation goes on for
     /// later callers. For `/metrics`, which must answer while the database does not.
     func value(waitingAtMost limit: Duration, _ compute: @escaping @Sendable () async -> Value) async -> Value? {
+        await value(waitingAtMost: limit, stale: true, compute)
+    }
+
+    /// As `value(waitingAtMost:_:)`, but nil past `limit`, never an older result: for
+    /// `/readyz`, where a check that does not end in time says the database does not answer.
+    func value(within limit: Duration, _ compute: @escaping @Sendable () async -> Value) async -> Value? {
+        await value(waitingAtMost: limit, stale: false, compute)
+    }
+
+    private func value(waitingAtMost limit: Duration, stale useStale: Bool, _ compute: @escaping @Sendable () async -> Value) async -> Value? {
         switch lookup(compute) {
         case let .fresh(value):
             return value
         case let .wait(task, stale):
+            let fallback = useStale ? stale : nil
             let answer = Mutex<CheckedContinuation<Value?, Never>?>(nil)
             return await withCheckedContinuation { continuation in
                 answer.withLock { $0 = continuation }
                 let resume = { @Sendable (value: Value?) in answer.withLock { $0.take() }?.resume(returning: value) }
-                let timer = Task { try? await Task.sleep(for: limit); resume(stale) }
+                let timer = Task { try? await Task.sleep(for: limit); resume(fallback) }
                 Task { resume(await task.value); timer.cancel() }
             }
         }

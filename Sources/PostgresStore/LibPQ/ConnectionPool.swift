@@ -59,6 +59,8 @@ public final class ConnectionPool: Sendable {
         var waiters: [Waiter] = []
         var nextWaiter: UInt64 = 0
         var closed = false
+        /// When the server last answered a statement of the pool's.
+        var lastServed: ContinuousClock.Instant?
     }
 
     private let url: String
@@ -71,6 +73,11 @@ public final class ConnectionPool: Sendable {
         self.configuration = configuration
     }
 
+    /// When the server last answered one of the pool's statements (a result or an error of
+    /// its own), or nil if it never has: with every connection busy, whether the database
+    /// still works through them or hangs.
+    public var lastServed: ContinuousClock.Instant? { state.withLock { $0.lastServed } }
+
     /// Connections open right now, and how many are lent out (for metrics).
     public var usage: (open: Int, inUse: Int) {
         state.withLock { ($0.open, $0.open - $0.idle.count) }
@@ -79,30 +86,32 @@ public final class ConnectionPool: Sendable {
     /// Runs `body` with a connection of its own; inside, `connection.run { … }` does the
     /// blocking work on the connection's queue.
     /// `waitingAtMost`: how long to wait for a connection to come free, in place of
-    /// `acquireTimeout` (a readiness check must answer before its probe gives up).
+    /// `acquireTimeout` (a readiness check must answer before its probe gives up). Such a
+    /// short wait running out is the caller's choice, not a failure of the database: the
+    /// health observer is not told of it.
     public func withConnection<T: Sendable>(waitingAtMost wait: Duration? = nil,
                                             _ body: (PooledConnection) async throws -> T) async throws -> T {
         let connection: PostgresConnection
         do {
             connection = try await acquire(waitingAtMost: wait ?? configuration.acquireTimeout)
         } catch {
-            observe(error)
+            if wait == nil || !((error as? PostgresError)?.isPoolTimeout ?? false) { observe(error) }
             throw error
         }
         do {
             let value = try await body(PooledConnection(connection: connection))
-            release(connection, reusable: true)
+            release(connection, reusable: true, served: true)
             observe(nil)
             return value
         } catch let error as PostgresError where error.isConnectionFailure || error.isReadOnly {
             // Read-only: a standby, or a primary demoted in a failover; a new connection may
             // reach the new primary (the host name moved), where this one never will.
-            release(connection, reusable: false)
+            release(connection, reusable: false, served: error.isReadOnly)
             observe(error)
             throw error
         } catch {
             // A connection left inside a transaction is caught at the next checkout.
-            release(connection, reusable: true)
+            release(connection, reusable: true, served: error is PostgresError)
             observe(error)
             throw error
         }
@@ -313,8 +322,11 @@ public final class ConnectionPool: Sendable {
     /// Returns a connection (or, with `nil`, an empty slot) to the pool: to the first waiter
     /// if there is one, else to the idle list; a connection that is not reusable is closed
     /// and its slot goes to the first waiter that takes a slot, who connects anew.
-    private func release(_ connection: PostgresConnection?, reusable: Bool) {
+    /// `served`: the server answered the work done on it (for `lastServed`).
+    private func release(_ connection: PostgresConnection?, reusable: Bool, served: Bool = false) {
+        let now: ContinuousClock.Instant? = served ? .now : nil
         let handOff = state.withLock { s -> (Waiter, Grant)? in
+            if let now { s.lastServed = now }
             if s.closed {
                 s.open -= 1
                 return nil
