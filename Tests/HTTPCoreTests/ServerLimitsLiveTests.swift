@@ -1,6 +1,8 @@
 import BFFTesting
 import Foundation
 @testable import HTTPCore
+import Logging
+import Synchronization
 import Testing
 
 /// Limits and timeouts on live connections, with small configured values so the suite stays fast.
@@ -167,24 +169,55 @@ struct ServerLimitsLiveTests {
         }
     }
 
-    @Test("maxConnections: with a limit of 2, a third connection gets 503 and the first two still work")
+    @Test("maxConnections: with a limit of 2, a third connection gets 503 and the first two still work; the log says why, once")
     func maxConnections() async throws {
-        try await withLiveServer({ $0.maxConnections = 2 }) { server in
-            let port = server.port
-            let statuses = try await runBlocking { () throws -> [Int?] in
-                let a = try RawHTTPClient(port: port), b = try RawHTTPClient(port: port)
-                a.send(get("/fast")); let first = a.readResponse()?.status
-                b.send(get("/fast")); let second = b.readResponse()?.status
-                let c = try RawHTTPClient(port: port)
-                c.send(get("/fast"))
-                let refused = c.readResponse(timeout: 5)
-                let retryAfter = refused?["Retry-After"] == "1" ? 1 : 0
-                let closed = c.isClosedByPeer(timeout: 5) ? 1 : 0
-                a.send(get("/fast")); let third = a.readResponse()?.status
-                b.send(get("/fast")); let fourth = b.readResponse()?.status
-                return [first, second, refused?.status, retryAfter, closed, third, fourth]
-            }
-            #expect(statuses == [200, 200, 503, 1, 1, 200, 200])
+        let lines = CapturedLog()
+        let server = try TestHTTPServer.start(router: LiveRoutes.router, logger: lines.logger) { $0.maxConnections = 2 }
+        defer { Task { await server.shutdown(gracePeriod: .milliseconds(200)) } }
+        let port = server.port
+        let statuses = try await runBlocking { () throws -> [Int?] in
+            let a = try RawHTTPClient(port: port), b = try RawHTTPClient(port: port)
+            a.send(get("/fast")); let first = a.readResponse()?.status
+            b.send(get("/fast")); let second = b.readResponse()?.status
+            let c = try RawHTTPClient(port: port)
+            c.send(get("/fast"))
+            let refused = c.readResponse(timeout: 5)
+            let retryAfter = refused?["Retry-After"] == "1" ? 1 : 0
+            let closed = c.isClosedByPeer(timeout: 5) ? 1 : 0
+            let d = try RawHTTPClient(port: port)
+            d.send(get("/fast"))
+            let refusedAgain = d.readResponse(timeout: 5)?.status
+            a.send(get("/fast")); let third = a.readResponse()?.status
+            b.send(get("/fast")); let fourth = b.readResponse()?.status
+            return [first, second, refused?.status, retryAfter, closed, refusedAgain, third, fourth]
+        }
+        #expect(statuses == [200, 200, 503, 1, 1, 503, 200, 200])
+        #expect(lines.messages.filter { $0.hasPrefix("connection limit reached") } == ["connection limit reached: new connections are answered 503"],
+                "\(lines.messages)")
+    }
+}
+
+/// A logger whose messages (warning and above) are kept, for tests that check what the log says.
+final class CapturedLog: Sendable {
+    private let kept = Mutex<[String]>([])
+    var messages: [String] { kept.withLock { $0 } }
+
+    var logger: Logger {
+        Logger(label: "smart-bff.http.test") { _ in Handler(log: self) }
+    }
+
+    fileprivate func keep(_ message: String) { kept.withLock { $0.append(message) } }
+
+    private struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .warning
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+            log.keep(message.description)
         }
     }
 }

@@ -30,6 +30,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let stopped = Mutex<Bool>(false)
     /// When the last out-of-descriptors warning was logged.
     private let lastDescriptorWarning = Mutex<ContinuousClock.Instant?>(nil)
+    /// When the last over-capacity warning was logged, and connections refused since.
+    private let lastCapacityWarning = Mutex<(at: ContinuousClock.Instant?, refused: Int)>((nil, 0))
     private let stopSignal = DispatchSemaphore(value: 0)
 
     /// A server whose I/O threads each answer with an application made by `makeApplication`.
@@ -139,6 +141,7 @@ public final class HTTPServer: @unchecked Sendable {
             if openConnections.add(1, ordering: .relaxed).newValue > configuration.maxConnections {
                 openConnections.subtract(1, ordering: .relaxed)
                 HTTPServer.refuseOverCapacity(fd)
+                warnOverCapacity()
                 continue
             }
             // Spread connections evenly: one wake-up may accept a whole burst, which would
@@ -167,6 +170,23 @@ public final class HTTPServer: @unchecked Sendable {
         logger.warning("out of file descriptors: accepting paused", metadata: [
             "error.detail": .string(String(cString: strerror(code))), "http.connections": .stringConvertible(connectionCount),
             "process.open_file_limit": .stringConvertible(OpenFileLimit.current?.soft ?? 0),
+        ])
+    }
+
+    /// New connections are answered 503 at `maxConnections` (probes too): a warning at most
+    /// every 10 s, with how many were refused since the last, so that the cause is in the log.
+    private func warnOverCapacity() {
+        let now = ContinuousClock.now
+        let refused = lastCapacityWarning.withLock { last -> Int? in
+            last.refused += 1
+            guard last.at.map({ now - $0 >= .seconds(10) }) ?? true else { return nil }
+            defer { last = (now, 0) }
+            return last.refused
+        }
+        guard let refused else { return }
+        logger.warning("connection limit reached: new connections are answered 503", metadata: [
+            "http.connections": .stringConvertible(connectionCount), "http.max_connections": .stringConvertible(configuration.maxConnections),
+            "http.refused_connections": .stringConvertible(refused),
         ])
     }
 
