@@ -69,6 +69,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     public var isConnectFailure: Bool { code == .connectFailed }
     public var isTLSFailure: Bool { code == .tls }
     public var isTruncated: Bool { code == .truncated }
+    public var isMalformed: Bool { code == .malformedResponse }
     public var isBodyTooLarge: Bool { code == .bodyTooLarge }
     public var isInvalidRequest: Bool { code == .invalidRequest }
     public var isCancelled: Bool { code == .cancelled }

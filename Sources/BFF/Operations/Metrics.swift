@@ -38,16 +38,17 @@ public final class Metrics: Sendable {
         var byStatus: [Int: Int] = [:]
         var latency = Histogram()
 
-        mutating func record(status: Int, seconds: Double) {
+        /// `seconds` nil: counted, with no time to answer (a request refused while being read).
+        mutating func record(status: Int, seconds: Double?) {
             byStatus[status, default: 0] += 1
-            latency.observe(seconds)
+            if let seconds { latency.observe(seconds) }
         }
     }
 
     /// Every `kind` of `bff_upstream_errors_total` and `outcome` of `bff_token_refreshes_total`:
     /// each series is there from the start, at 0, so that `rate()` and alerts see its first
     /// failure as an increase (a series that appears with its first event hides it).
-    static let upstreamErrorKinds = ["unreachable", "tls", "timeout", "truncated", "encoding", "redirect", "cancelled", "stalled", "server_error"]
+    static let upstreamErrorKinds = ["unreachable", "tls", "timeout", "malformed", "truncated", "encoding", "redirect", "cancelled", "stalled", "server_error"]
     static let refreshOutcomes = ["ok", "failed", "no_refresh_token", "invalid_grant"]
 
     struct State {
@@ -63,7 +64,7 @@ public final class Metrics: Sendable {
     final class RequestRecorder: Sendable {
         fileprivate let routes = Mutex<[String: RouteCounts]>([:])
 
-        func record(route: String, status: Int, seconds: Double) {
+        func record(route: String, status: Int, seconds: Double?) {
             routes.withLock { routes in
                 routes[route, default: RouteCounts()].record(status: status, seconds: seconds)
             }
@@ -87,7 +88,7 @@ public final class Metrics: Sendable {
         for recorder in recorders.withLock({ $0 }) {
             for (route, counts) in recorder.routes.withLock({ $0 }) {
                 for (status, count) in counts.byStatus { total.requests[route, default: [:]][status, default: 0] += count }
-                total.latency[route, default: Histogram()].add(counts.latency)
+                if counts.latency.count > 0 { total.latency[route, default: Histogram()].add(counts.latency) } // none for `unparsed`
             }
         }
         return total
@@ -113,13 +114,13 @@ public final class Metrics: Sendable {
         for route in r.latency.keys.sorted() {
             out += Metrics.histogram("bff_http_request_duration_seconds", r.latency[route]!, labels: "route=\"\(Metrics.escape(route))\"")
         }
-        out += "# HELP bff_upstream_duration_seconds FHIR upstream time to response head.\n# TYPE bff_upstream_duration_seconds histogram\n"
+        out += "# HELP bff_upstream_duration_seconds FHIR upstream time to response head, of the reads the EHR answered.\n# TYPE bff_upstream_duration_seconds histogram\n"
         out += Metrics.histogram("bff_upstream_duration_seconds", s.upstream, labels: nil)
         out += "# HELP bff_upstream_errors_total FHIR upstream failures by kind.\n# TYPE bff_upstream_errors_total counter\n"
         for kind in s.upstreamErrors.keys.sorted() { out += "bff_upstream_errors_total{kind=\"\(kind)\"} \(s.upstreamErrors[kind]!)\n" }
         out += "# HELP bff_token_refreshes_total Access token refreshes by outcome.\n# TYPE bff_token_refreshes_total counter\n"
         for outcome in s.refreshes.keys.sorted() { out += "bff_token_refreshes_total{outcome=\"\(outcome)\"} \(s.refreshes[outcome]!)\n" }
-        out += "# HELP bff_database_errors_total Failed database operations.\n# TYPE bff_database_errors_total counter\n"
+        out += "# HELP bff_database_errors_total Requests failed by the database (unreachable, busy, refusing).\n# TYPE bff_database_errors_total counter\n"
         out += "bff_database_errors_total \(s.databaseErrors)\n"
         out += "# HELP bff_audit_pending_entries PHI access audit entries not yet in the database.\n# TYPE bff_audit_pending_entries gauge\n"
         out += "bff_audit_pending_entries \(audit.pending)\n"
@@ -168,8 +169,10 @@ struct MetricsMiddleware: Middleware {
         recorder.record(route: request.route ?? "unmatched", status: response.status.code, seconds: elapsed.seconds)
     }
 
-    /// Requests refused before they could be routed count under the route `unparsed`.
+    /// Requests refused before they could be routed count under the route `unparsed`, with
+    /// no time to answer: how long a refused request took to arrive (a timeout's 10 s) is not
+    /// the server's answering time, and a 0 would pull the route's quantiles down.
     func refused(_ status: HTTPStatus, reason: String, peer: String, logger: Logger) {
-        recorder.record(route: "unparsed", status: status.code, seconds: 0)
+        recorder.record(route: "unparsed", status: status.code, seconds: nil)
     }
 }

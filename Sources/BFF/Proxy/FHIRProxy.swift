@@ -214,10 +214,11 @@ struct FHIRProxy: Sendable {
     /// A body can break off before its head is handed over (all of it arrived in one go): that
     /// EHR was reached, and the failure is a truncation. Cancelled: this process stopped while
     /// the EHR was still answering; stalled: the browser, behind, took nothing for the stall
-    /// timeout. Neither is the EHR's fault.
+    /// timeout. Neither is the EHR's fault. Malformed: the EHR was reached, but what it
+    /// answered is not a well-framed HTTP/1.1 response.
     static func errorKind(_ error: HTTPClientError) -> String {
         error.isTimeout ? "timeout" : error.isTLSFailure ? "tls" : error.isTruncated ? "truncated"
-            : error.isCancelled ? "cancelled" : error.isStalled ? "stalled" : "unreachable"
+            : error.isCancelled ? "cancelled" : error.isStalled ? "stalled" : error.isMalformed ? "malformed" : "unreachable"
     }
 
     /// A `Location` as an absolute URL: a relative reference (RFC 9110 §10.2.2) resolved
