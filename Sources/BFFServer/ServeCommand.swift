@@ -13,9 +13,9 @@ struct ServeCommand: AsyncParsableCommand {
         let configuration: BFFConfiguration
         let fileProblems = [Resources.openAPIFileProblem(), Resources.migrationsProblem()].compactMap { $0 }
         do { configuration = try BFFConfiguration.fromEnvironment() } catch {
-            throw Resources.configurationError(error.problems + fileProblems)
+            throw ServeCommand.configurationError(error.problems + fileProblems)
         }
-        if !fileProblems.isEmpty { throw Resources.configurationError(fileProblems) }
+        if !fileProblems.isEmpty { throw ServeCommand.configurationError(fileProblems) }
         let signals = SignalHandling.catchTermination(exitingAtOnce: true)
         let logger = LogSetup.bootstrap(level: configuration.logLevel)
         for warning in BFFConfiguration.warnings(publicURL: configuration.publicURL) { logger.warning("\(warning)") }
@@ -38,5 +38,17 @@ struct ServeCommand: AsyncParsableCommand {
         Task { await signals.wait(count: 2); runtime.hurryShutdown() } // waits on until the process ends
         // A stop that lost PHI audit entries is a failed stop, for systemd and Kubernetes to record.
         if await runtime.shutdown() > 0 { throw ExitCode(1) }
+    }
+
+    /// Ends `serve` as a configuration error (exit 78, EX_CONFIG): one JSON log line per
+    /// problem, as every other line `serve` writes, so that a log shipper reads them too;
+    /// `config.variable` names the setting at fault.
+    static func configurationError(_ problems: [String]) -> ExitCode {
+        let logger = LogSetup.bootstrap(level: "error")
+        for problem in problems {
+            let variable = problem.prefix { $0 != ":" }
+            logger.critical("configuration error", metadata: ["config.variable": .string(String(variable)), "config.problem": .string(problem)])
+        }
+        return ExitCode(78)
     }
 }

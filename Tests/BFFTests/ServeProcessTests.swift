@@ -1,6 +1,7 @@
 import BFFTesting
 import Cryptography
 import Foundation
+import JSON
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -63,6 +64,26 @@ struct ServeProcessTests {
                 return client.readResponse()?.status
             }
         }
+    }
+
+    /// A log shipper reads serve's standard error as JSON lines: the lines that stop a start
+    /// on a bad setting are JSON too, one per problem, naming the variable.
+    @Test("a configuration error stops serve with status 78 and one JSON line per problem, naming its variable")
+    func configurationErrorAsJSON() async throws {
+        let errors = NSTemporaryDirectory() + "smart-bff-config-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: errors) }
+        let process = try ChildProcess(SmartBFFProcess.executable.path, ["serve"],
+                                       environment: ["BFF_LOG_LEVEL": "verbose", "BFF_MIGRATIONS_DIR": RepositoryPaths.migrations.path,
+                                                     "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],
+                                       outputPath: "/dev/null", errorPath: errors)
+        let status = try await runBlocking { process.waitUntilExit() }
+        let lines = ((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "").split(separator: "\n")
+        #expect(status == 78, "\(lines)")
+        let parsed = lines.compactMap { try? JSONParser.parse(Array($0.utf8)) }
+        #expect(parsed.count == lines.count && !lines.isEmpty, "not JSON: \(lines)")
+        #expect(parsed.allSatisfy { $0["msg"]?.stringValue == "configuration error" && $0["level"]?.stringValue == "critical" }, "\(lines)")
+        #expect(Set(parsed.compactMap { $0["config.variable"]?.stringValue }) == ["DATABASE_URL", "BFF_ISSUERS_FILE", "BFF_TOKEN_KEY", "BFF_LOG_LEVEL"],
+                "\(lines)")
     }
 
     @Test("a second stop signal (not the same moment's: a closed terminal sends two) closes the connections the drain waits for at once, and the stop still ends cleanly (status 0, last line shut down)")
