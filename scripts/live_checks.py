@@ -54,7 +54,9 @@ with tempfile.TemporaryDirectory() as tmp:
                            (["demo", "--port", str(free_port()), "--sandbox-port", str(free_port())], {"BFF_LOG_LEVEL": "verbose"})):
         result = subprocess.run([str(root / ".build/debug/smart-bff")] + command, env=dict(start_env, **extra), capture_output=True, text=True, timeout=60)
         name = next(iter(extra))
-        assert result.returncode == 78 and f"\n{name}: " in result.stderr, (command, extra, result.returncode, result.stderr)
+        # serve's lines are JSON, as all its log lines; the other commands' plain text.
+        named = f'"config.variable":"{name}"' if command == ["serve"] else f"\n{name}: "
+        assert result.returncode == 78 and named in result.stderr, (command, extra, result.returncode, result.stderr)
     print("start-up: BFF_OPENAPI_FILE that cannot be read, BFF_MIGRATIONS_DIR without migrations, BFF_LOG_LEVEL unknown to the demo: exit 78, the variable named")
     # As a container's PID 1 (no default signal actions there), a SIGTERM during start-up
     # (the database not answering yet) ends the process at once.

@@ -84,11 +84,15 @@ struct HTTPClientFailureTests {
     /// not cut by it.
     @Test(arguments: ["buffered", "collected", "streamed"])
     func tricklingAnswerEndsAtTheTotalTimeoutUnlessStreamed(mode: String) async throws {
-        let body = String(repeating: "x", count: 50)
+        // Streamed: 5 s in all, a byte every 0.1 s. Read whole: 30 s, so that a test task
+        // resuming late on a loaded machine still asks for the body before it has all come
+        // (a body that has, however slowly, is whole); the timeout ends it at 1 s, and the
+        // server's next write fails.
+        let body = String(repeating: "x", count: mode == "streamed" ? 50 : 300)
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
             guard connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n") else { return }
-            for byte in body.utf8 { // 5 s in all, a byte every 0.1 s
+            for byte in body.utf8 {
                 Thread.sleep(forTimeInterval: 0.1)
                 guard connection.write([byte]) else { return }
             }
@@ -107,7 +111,7 @@ struct HTTPClientFailureTests {
             if mode == "buffered" { _ = try await client.execute(request) } else { _ = try await client.stream(request).body.collect() }
         }
         #expect(error?.isTimeout == true, "\(String(reflecting: error))")
-        // Without the total timeout the trickle ends after 5 s with the whole body, no error.
+        // Without the total timeout the trickle ends after 30 s with the whole body, no error.
         #expect(error.map { "\($0)" }?.contains("answer was not complete within the total timeout (1 s)") == true, "\(String(reflecting: error))")
     }
 
