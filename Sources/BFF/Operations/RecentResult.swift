@@ -7,6 +7,10 @@ final class RecentResult<Value: Sendable>: Sendable {
     private struct State {
         var last: (value: Value, at: ContinuousClock.Instant)?
         var running: Task<Value, Never>?
+        /// Callers waiting at most a while (`value(waitingAtMost:)`), resumed by the running
+        /// computation's end or their own timer, whichever comes first.
+        var waiters: [UInt64: CheckedContinuation<Value?, Never>] = [:]
+        var nextWaiter: UInt64 = 0
     }
 
     private let lifetime: Duration
@@ -38,18 +42,29 @@ final class RecentResult<Value: Sendable>: Sendable {
         await value(waitingAtMost: limit, stale: false, compute)
     }
 
+    /// A waiter is kept in `State` (not in a task awaiting the computation: with the database
+    /// hung, one such task per call stayed until it answered, and a flood of calls, each
+    /// answered at its limit, grew memory without bound); what outlives a call is its timer,
+    /// for `limit` at most.
     private func value(waitingAtMost limit: Duration, stale useStale: Bool, _ compute: @escaping @Sendable () async -> Value) async -> Value? {
         switch lookup(compute) {
         case let .fresh(value):
             return value
-        case let .wait(task, stale):
+        case let .wait(_, stale):
             let fallback = useStale ? stale : nil
-            let answer = Mutex<CheckedContinuation<Value?, Never>?>(nil)
             return await withCheckedContinuation { continuation in
-                answer.withLock { $0 = continuation }
-                let resume = { @Sendable (value: Value?) in answer.withLock { $0.take() }?.resume(returning: value) }
-                let timer = Task { try? await Task.sleep(for: limit); resume(fallback) }
-                Task { resume(await task.value); timer.cancel() }
+                let id: UInt64? = state.withLock { s in
+                    guard s.running != nil else { return nil } // it ended meanwhile: its result is in `last`
+                    let id = s.nextWaiter
+                    s.nextWaiter += 1
+                    s.waiters[id] = continuation
+                    return id
+                }
+                guard let id else { return continuation.resume(returning: state.withLock { $0.last?.value } ?? fallback) }
+                Task { [self] in
+                    try? await Task.sleep(for: limit)
+                    state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: fallback)
+                }
             }
         }
     }
@@ -66,7 +81,12 @@ final class RecentResult<Value: Sendable>: Sendable {
             // The computation records its own result, whether or not anyone still waits for it.
             let task = Task { [self] in
                 let value = await compute()
-                state.withLock { s in (s.running, s.last) = (nil, (value, .now)) }
+                let waiting = state.withLock { s in
+                    (s.running, s.last) = (nil, (value, .now))
+                    defer { s.waiters = [:] }
+                    return s.waiters.values
+                }
+                for waiter in waiting { waiter.resume(returning: value) }
                 return value
             }
             s.running = task
