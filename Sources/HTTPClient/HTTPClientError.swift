@@ -12,6 +12,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
         case stalled = "reader stalled"
         case tls = "TLS failure"
         case malformedResponse = "malformed response"
+        case closedWithoutAnswer = "closed without an answer"
         case truncated = "response truncated"
         case bodyTooLarge = "response body too large"
         case invalidRequest = "invalid request"
@@ -48,6 +49,9 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     public static func tls(_ message: String = "TLS handshake or verification failed") -> Self { Self(.tls, message) }
     /// The upstream's answer was not valid HTTP, or there was none.
     public static func malformedResponse(_ message: String = "malformed or empty response") -> Self { Self(.malformedResponse, message) }
+    /// The upstream closed the connection before a whole response head: no answer, rather
+    /// than a wrong one (a balancer with no backend, a server that dropped the request).
+    public static func closedWithoutAnswer(_ message: String) -> Self { Self(.closedWithoutAnswer, message) }
     /// The response ended before its declared end (Content-Length or chunked framing).
     public static func truncated(_ message: String = "response ended early") -> Self { Self(.truncated, message) }
     /// The body exceeded the limit (`Configuration.maxResponseBodyBytes` or `collect(limit:)`).
@@ -69,6 +73,7 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     public var isConnectFailure: Bool { code == .connectFailed }
     public var isTLSFailure: Bool { code == .tls }
     public var isTruncated: Bool { code == .truncated }
+    /// An answer that is not well-framed HTTP/1.1 (not a connection closed without one).
     public var isMalformed: Bool { code == .malformedResponse }
     public var isBodyTooLarge: Bool { code == .bodyTooLarge }
     public var isInvalidRequest: Bool { code == .invalidRequest }

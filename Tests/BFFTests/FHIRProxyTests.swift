@@ -367,16 +367,17 @@ struct FHIRProxyTests {
         #expect(page.header("Connection")?.lowercased() == "close", "\(page.headers)")
     }
 
-    @Test("an EHR answering what is not HTTP: 502, counted as malformed (reached, but broken), not as unreachable")
-    func malformedAnswerCounted() async throws {
-        let front = try RiggedEHRFront(path: "/fhir/Patient/garbled") { _ in Array("HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\n{}".utf8) }
+    @Test("an EHR answering what is not HTTP: 502, counted as malformed (reached, but broken); one closing without an answer (a balancer with no backend) as unreachable",
+          arguments: [("HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\n{}", "malformed"), ("", "unreachable")])
+    func malformedAnswerCounted(answer: String, kind: String) async throws {
+        let front = try RiggedEHRFront(path: "/fhir/Patient/garbled") { _ in Array(answer.utf8) }
         defer { front.shutdown() }
         let (h, browser, launch) = try await BFFHarness.signedIn(behind: front)
         defer { Task { await h.stop() } }
         let page = try await browser.api(h.baseURL + "/fhir/Patient/garbled", launch: launch)
         #expect(page.status == 502, "\(page.status): \(page.text)")
         let metrics = try await browser.request(h.baseURL + "/metrics").text
-        #expect(countedSeries(metrics, "bff_upstream_errors_total") == ["bff_upstream_errors_total{kind=\"malformed\"} 1"],
+        #expect(countedSeries(metrics, "bff_upstream_errors_total") == ["bff_upstream_errors_total{kind=\"\(kind)\"} 1"],
                 "\(metrics.split(separator: "\n").filter { $0.contains("upstream_errors") })")
     }
 

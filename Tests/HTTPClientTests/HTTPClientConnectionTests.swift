@@ -116,7 +116,7 @@ struct HTTPClientConnectionTests {
             #expect(server.connectionCount == 2)
         } else {
             let error = await #expect(throws: HTTPClientError.self) { try await client.execute(second) }
-            #expect(error?.failure == "malformed response", "\(String(reflecting: error))")
+            #expect(error?.failure == "closed without an answer", "\(String(reflecting: error))")
             #expect(server.requests.filter { $0.target == "/second" }.count == 1)
             #expect(server.connectionCount == 1)
         }
@@ -174,13 +174,13 @@ struct HTTPClientConnectionTests {
         let onReused = await #expect(throws: HTTPClientError.self) {
             try await client.execute(HTTPClientRequest(url: server.baseURL + "/reused"))
         }
-        #expect(onReused?.failure == "malformed response", "\(String(reflecting: onReused))")
+        #expect(onReused?.failure == "closed without an answer", "\(String(reflecting: onReused))")
         #expect((1...2).contains(server.requests.filter { $0.target == "/reused" }.count))
 
         let onFresh = await #expect(throws: HTTPClientError.self) {
             try await HTTPClient(configuration: configuration).execute(HTTPClientRequest(url: server.baseURL + "/fresh"))
         }
-        #expect(onFresh?.failure == "malformed response", "\(String(reflecting: onFresh))")
+        #expect(onFresh?.failure == "closed without an answer", "\(String(reflecting: onFresh))")
         #expect(server.requests.filter { $0.target == "/fresh" }.count == 1)
     }
 

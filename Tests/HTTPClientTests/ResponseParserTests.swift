@@ -43,6 +43,7 @@ struct ResponseParserTests {
 
         static let malformed = Outcome.failed("malformed response")
         static let truncated = Outcome.failed("response truncated")
+        static let unanswered = Outcome.failed("closed without an answer")
     }
 
     /// Feeds `pieces` in order (as a connection would, stopping once the response is
@@ -257,9 +258,9 @@ struct ResponseParserTests {
         (chunked + "5\r\nhello\r\n", Outcome.truncated),
         (chunked + "5\r\nhello\r\n0\r\n", Outcome.truncated),
         (chunked + "5\r\nhello\r\n0\r\nX-Trailer: t\r\n", Outcome.truncated),
-        ("", Outcome.malformed),
-        ("HTTP/1.1 200 OK\r\nContent-Len", Outcome.malformed),
-        ("HTTP/1.1 100 Continue\r\n\r\n", Outcome.malformed),
+        ("", Outcome.unanswered),
+        ("HTTP/1.1 200 OK\r\nContent-Len", Outcome.unanswered),
+        ("HTTP/1.1 100 Continue\r\n\r\n", Outcome.unanswered),
         ("HTTP/1.1 200 OK\r\n\r\nall of it", Outcome.parsed(Parsed(status: 200, headers: [], body: "all of it", endedByItsFraming: false, allowsReuse: false))),
         ("HTTP/1.1 200 OK\r\n\r\n", Outcome.parsed(Parsed(status: 200, headers: [], body: "", endedByItsFraming: false, allowsReuse: false))),
     ])

@@ -115,8 +115,8 @@ struct ResponseParser {
         case .untilClose:
             state = .done
         case .head:
-            throw .malformedResponse(hasReceivedAnything ? "the upstream closed the connection before the response head was complete"
-                                                         : "the upstream closed the connection without answering")
+            throw .closedWithoutAnswer(hasReceivedAnything ? "the upstream closed the connection before the response head was complete"
+                                                           : "the upstream closed the connection without answering")
         default:
             throw .truncated("the upstream closed the connection before the end of the body")
         }
