@@ -40,26 +40,28 @@ struct ReadinessTests {
         let database = try await TestDatabase.make(poolSize: 1)
         let failures = Counter()
         var configuration = ConnectionPool.Configuration()
-        configuration.size = 1
+        configuration.size = 2 // (a pool of one is never judged stuck: a refresh may hold it across the EHR's answer)
         configuration.healthObserver = FailureCount(failures: failures)
         let pool = ConnectionPool(url: database.url, configuration: configuration)
         defer { pool.close() }
         _ = try await pool.query("SELECT 1")
         let migrator = try Migrator(directory: RepositoryPaths.migrations)
         let holding = Counter(), release = Counter()
-        let holder = Task {
-            try await pool.withConnection { _ in
-                holding.increment()
-                while release.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let holders = (0..<2).map { _ in
+            Task {
+                try await pool.withConnection { _ in
+                    holding.increment()
+                    while release.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+                }
             }
         }
-        while holding.current == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        while holding.current < 2 { try await Task.sleep(for: .milliseconds(10)) }
         // Answered lately: busy. Not within the window (here none): every connection is stuck.
         #expect(await Readiness(pool: pool, migrator: migrator, migrations: .current, servedRecently: .seconds(600)).check() == (.busy, .current))
         #expect(await Readiness(pool: pool, migrator: migrator, migrations: .current, servedRecently: .zero).check() == (.unresponsive, .current))
         #expect(failures.current == 0, "a readiness check's own short wait was logged as an outage")
         release.increment()
-        try await holder.value
+        for holder in holders { try await holder.value }
     }
 
     /// A database that does not answer the check's statements (here: a lock on the table

@@ -53,7 +53,10 @@ public final class Readiness: Sendable {
                 let writable = try await self.pool.takesWrites(waitingAtMost: Readiness.poolWait)
                 return (writable ? .up : .readOnly, migrations)
             } catch let error as PostgresError where error.isPoolTimeout {
-                let answered = self.pool.lastServed.map { ContinuousClock.now - $0 < self.servedRecently } ?? false
+                // A pool of one may be held whole by a token refresh across the EHR's answer
+                // (up to 40 s), the database idle meanwhile: stuck cannot be told from held.
+                let answered = self.pool.configuration.size < 2
+                    || self.pool.lastServed.map { ContinuousClock.now - $0 < self.servedRecently } ?? false
                 return (answered ? .busy : .unresponsive, self.lastMigrations.withLock { $0 })
             } catch {
                 return (.down, .unknown)

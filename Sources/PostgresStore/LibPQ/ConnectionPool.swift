@@ -73,9 +73,10 @@ public final class ConnectionPool: Sendable {
         self.configuration = configuration
     }
 
-    /// When the server last answered one of the pool's statements (a result or an error of
-    /// its own), or nil if it never has: with every connection busy, whether the database
-    /// still works through them or hangs.
+    /// When a connection last came back from work the server answered (a result or an error
+    /// of its own), or nil if none has: with every connection busy, whether the database
+    /// still works through them or hangs. (Noted as each connection is returned, not at each
+    /// statement: a connection held long, across an EHR's answer, counts when it comes back.)
     public var lastServed: ContinuousClock.Instant? { state.withLock { $0.lastServed } }
 
     /// Connections open right now, and how many are lent out (for metrics).
