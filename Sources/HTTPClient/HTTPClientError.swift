@@ -47,10 +47,10 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible, CustomD
     }
     /// The TLS handshake or certificate verification failed.
     public static func tls(_ message: String = "TLS handshake or verification failed") -> Self { Self(.tls, message) }
-    /// The upstream's answer was not valid HTTP, or there was none.
+    /// The upstream's answer was not valid HTTP (or, unfinished, could not be read as such).
     public static func malformedResponse(_ message: String = "malformed or empty response") -> Self { Self(.malformedResponse, message) }
-    /// The upstream closed the connection before a whole response head: no answer, rather
-    /// than a wrong one (a balancer with no backend, a server that dropped the request).
+    /// The upstream closed the connection without sending a byte: no answer, rather than a
+    /// wrong one (a balancer with no backend, a server that dropped the request).
     public static func closedWithoutAnswer(_ message: String) -> Self { Self(.closedWithoutAnswer, message) }
     /// The response ended before its declared end (Content-Length or chunked framing).
     public static func truncated(_ message: String = "response ended early") -> Self { Self(.truncated, message) }

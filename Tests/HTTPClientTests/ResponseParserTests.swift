@@ -259,8 +259,9 @@ struct ResponseParserTests {
         (chunked + "5\r\nhello\r\n0\r\n", Outcome.truncated),
         (chunked + "5\r\nhello\r\n0\r\nX-Trailer: t\r\n", Outcome.truncated),
         ("", Outcome.unanswered),
-        ("HTTP/1.1 200 OK\r\nContent-Len", Outcome.unanswered),
-        ("HTTP/1.1 100 Continue\r\n\r\n", Outcome.unanswered),
+        ("HTTP/1.1 200 OK\r\nContent-Len", Outcome.malformed),
+        ("HTTP/1.1 100 Continue\r\n\r\n", Outcome.malformed),
+        ("SSH-2.0-OpenSSH_9.6\r\n", Outcome.malformed),
         ("HTTP/1.1 200 OK\r\n\r\nall of it", Outcome.parsed(Parsed(status: 200, headers: [], body: "all of it", endedByItsFraming: false, allowsReuse: false))),
         ("HTTP/1.1 200 OK\r\n\r\n", Outcome.parsed(Parsed(status: 200, headers: [], body: "", endedByItsFraming: false, allowsReuse: false))),
     ])

@@ -115,8 +115,9 @@ struct ResponseParser {
         case .untilClose:
             state = .done
         case .head:
-            throw .closedWithoutAnswer(hasReceivedAnything ? "the upstream closed the connection before the response head was complete"
-                                                           : "the upstream closed the connection without answering")
+            // Nothing at all: no answer. Part of a head: an answer, whatever it was, cut or wrong.
+            if !hasReceivedAnything { throw .closedWithoutAnswer("the upstream closed the connection without answering") }
+            throw .malformedResponse("the upstream closed the connection before the response head was complete")
         default:
             throw .truncated("the upstream closed the connection before the end of the body")
         }
